@@ -1,0 +1,54 @@
+# sparse-attn: the README's commands. Everything lives in .venv/ at the repo root.
+#
+#   make install   create .venv/ and install torch, fairseq-fixed and the plugin (idempotent)
+#   make test      run the test suite (installs first)
+#   make demo      train every normaliser on the synthetic corpus and compare them
+#   make bench     speed ratios against softmax, written to results/bench/
+#   make lint      ruff over the package, tests, benchmarks and data_prep
+#
+# Choose another torch build with TORCH_SPEC / TORCH_INDEX, e.g. for CUDA 12.8:
+#   make install TORCH_SPEC="torch==2.8.0" TORCH_INDEX="--index-url https://download.pytorch.org/whl/cu128"
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+FAIRSEQ_SPEC ?= fairseq-fixed==0.12.3.1
+# fairseq-fixed's real runtime needs (its metadata also pulls torchaudio, which it never uses).
+FAIRSEQ_NEEDS := hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex sacrebleu scikit-learn tqdm packaging
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo bench lint clean-venv
+
+install: $(STAMP)
+
+$(STAMP): setup.py requirements-dev.txt Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install $(TORCH_INDEX) "$(TORCH_SPEC)"
+	$(PIP) install "numpy>=1.24,<2.3" cython setuptools wheel
+	$(BIN)/python -c "import fairseq" 2>/dev/null || \
+	  $(PIP) install --no-deps --no-build-isolation "$(FAIRSEQ_SPEC)"
+	$(PIP) install $(FAIRSEQ_NEEDS)
+	$(PIP) install -r requirements-dev.txt
+	$(PIP) install --no-build-isolation -e .
+	$(BIN)/python -c "import torch, fairseq, entmax, sparse_attn_plugin; print('torch', torch.__version__, '| fairseq', fairseq.__version__)"
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q tests
+
+demo: install
+	$(BIN)/python -m sparse_attn_plugin.demo --out results/demo
+
+bench: install
+	$(BIN)/python benchmarks/bench_normalizers.py --out results/bench
+	$(BIN)/python benchmarks/bench_training.py --out results/bench
+
+lint: install
+	$(BIN)/ruff check sparse_attn_plugin tests benchmarks data_prep
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,29 @@
+"""sparse-attn: sparse, constrained, hard and kernel attention for fairseq.
+
+fairseq-fixed is deliberately not in ``install_requires``: its metadata pulls
+torchaudio (several GB, unused) and its isolated build would fetch the newest CUDA
+torch. ``make install`` installs it with ``--no-deps`` plus its real needs; see README.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="sparse_attn_plugin",
+    version="0.1.0",
+    description="Sparse, constrained, hard and kernel attention for fairseq NMT",
+    python_requires=">=3.9",
+    packages=find_packages(include=["sparse_attn_plugin", "sparse_attn_plugin.*", "data_prep"]),
+    install_requires=[
+        "torch>=1.13",
+        "numpy>=1.24",
+        "entmax>=1.3",
+        "sacrebleu>=2.3",
+        "tqdm",
+    ],
+    entry_points={
+        "console_scripts": [
+            "sparse-attn-synth = data_prep.synthetic:main",
+            "sparse-attn-demo = sparse_attn_plugin.demo:main",
+        ],
+    },
+)

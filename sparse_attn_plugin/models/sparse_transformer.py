@@ -1,0 +1,93 @@
+"""``sparse_transformer``: fairseq's transformer with a chosen normaliser per site.
+
+With ``--attn-fn softmax`` it has the same parameters and computes the same
+function as fairseq's ``transformer``, so checkpoints move between the two.
+"""
+
+import logging
+
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerModel,
+    base_architecture,
+    transformer_iwslt_de_en,
+    transformer_vaswani_wmt_en_de_big,
+    transformer_wmt_en_de,
+)
+
+from ..modules import SparseTransformerDecoder, SparseTransformerEncoder
+from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
+
+logger = logging.getLogger(__name__)
+
+NORMALIZER_KEY = ".normalizer."
+
+
+@register_model("sparse_transformer")
+class SparseTransformerModel(TransformerModel):
+    """Transformer (Vaswani et al. 2017) whose attention sites use top-k, sparsemax,
+    1.5-entmax or learned alpha-entmax instead of softmax (``--attn-fn``)."""
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        add_attention_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        set_attention_defaults(args)
+        try:
+            check_attention_args(args)
+        except ValueError as err:
+            raise SystemExit(f"error: {err}") from None
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, cfg, src_dict, embed_tokens):
+        return SparseTransformerEncoder(cfg, src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return SparseTransformerDecoder(
+            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
+        )
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """Load weights, letting the normaliser differ from the checkpoint's.
+
+        A model decoded with another normaliser than it was trained with (e.g.
+        ``--model-overrides "{'attn_fn': 'softmax'}"``) drops the checkpoint's
+        normaliser parameters (learned alphas) and initialises the ones the new
+        normaliser needs; each case is logged.
+        """
+        own = {k: v for k, v in self.state_dict().items() if NORMALIZER_KEY in k}
+        unused = [k for k in state_dict if NORMALIZER_KEY in k and k not in own]
+        missing = [k for k in own if k not in state_dict]
+        if unused or missing:
+            state_dict = {k: v for k, v in state_dict.items() if k not in unused}
+            state_dict.update({k: own[k] for k in missing})
+            for key in unused:
+                logger.warning("checkpoint parameter %s is not used by this model's normaliser", key)
+            for key in missing:
+                logger.warning("normaliser parameter %s is not in the checkpoint: initialised", key)
+        return super().load_state_dict(state_dict, strict, model_cfg, args)
+
+
+def _sparse_architecture(name, transformer_defaults):
+    @register_model_architecture("sparse_transformer", name)
+    def architecture(args):
+        set_attention_defaults(args)
+        transformer_defaults(args)
+
+    architecture.__name__ = name
+    architecture.__doc__ = f"fairseq's {transformer_defaults.__name__} settings, softmax attention."
+    return architecture
+
+
+sparse_transformer = _sparse_architecture("sparse_transformer", base_architecture)
+sparse_transformer_iwslt_de_en = _sparse_architecture(
+    "sparse_transformer_iwslt_de_en", transformer_iwslt_de_en)
+sparse_transformer_wmt_en_de = _sparse_architecture(
+    "sparse_transformer_wmt_en_de", transformer_wmt_en_de)
+sparse_transformer_vaswani_wmt_en_de_big = _sparse_architecture(
+    "sparse_transformer_vaswani_wmt_en_de_big", transformer_vaswani_wmt_en_de_big)

@@ -1,0 +1,83 @@
+"""fairseq multi-head attention whose softmax is replaced by any normaliser.
+
+fairseq's :class:`~fairseq.modules.MultiheadAttention` hands the whole computation
+to ``F.multi_head_attention_forward`` whenever there is no incremental state and
+keys are not static (encoder self-attention always, decoder self-attention in
+training). That fast path has softmax built in, so a subclass that only swapped
+the softmax would silently train with softmax. This module forces fairseq's own
+path (``skip_embed_dim_check``), asks it for the masked scores
+(``before_softmax=True``) and finishes the attention with its normaliser::
+
+    out = W_o concat_h( normalise(q_h k_h^T / sqrt(d), masks) v_h )
+
+Incremental decoding and beam-search reordering are fairseq's own: the scores it
+returns already include the cached keys of earlier steps.
+"""
+
+from typing import Dict, Optional, Tuple
+
+import torch
+from fairseq.modules import MultiheadAttention
+from torch import Tensor
+
+from ..normalizers import Normalizer
+
+
+class SparseMultiheadAttention(MultiheadAttention):
+    """:class:`MultiheadAttention` with a pluggable normaliser.
+
+    Args:
+        normalizer: maps scores ``(B, H, T, S)`` (``-inf`` where masked) to weights.
+        *args, **kwargs: as for fairseq's ``MultiheadAttention``.
+    """
+
+    def __init__(self, *args, normalizer: Normalizer, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.normalizer = normalizer
+        # Disables the fused fast path, which would bypass the normaliser.
+        self.skip_embed_dim_check = True
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor],
+        value: Optional[Tensor],
+        key_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        scores, v = super().forward(
+            query, key, value,
+            key_padding_mask=key_padding_mask,
+            incremental_state=incremental_state,
+            static_kv=static_kv,
+            attn_mask=attn_mask,
+            before_softmax=True,
+        )
+        if before_softmax:
+            return scores, v
+        tgt_len, bsz, embed_dim = query.shape
+        src_len = scores.size(-1)
+        weights_float = self.normalizer(scores.view(bsz, self.num_heads, tgt_len, src_len))
+        probs = self.dropout_module(weights_float.type_as(scores))
+
+        kv_bsz = v.size(0) // self.num_heads
+        if kv_bsz != bsz:  # encoder states shared across beam hypotheses
+            attn = torch.einsum(
+                "bxhts,bhsd->bxhtd",
+                probs.view(kv_bsz, -1, self.num_heads, tgt_len, src_len),
+                v.view(kv_bsz, self.num_heads, src_len, self.head_dim),
+            )
+        else:
+            attn = torch.bmm(probs.view(-1, tgt_len, src_len), v)
+        attn = attn.reshape(bsz, self.num_heads, tgt_len, self.head_dim)
+        attn = self.out_proj(attn.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim))
+
+        if not (need_weights or need_head_weights):
+            return attn, None
+        head_weights = weights_float.transpose(0, 1)  # (H, B, T, S), as fairseq returns
+        return attn, head_weights if need_head_weights else head_weights.mean(dim=0)

@@ -1,0 +1,66 @@
+"""Attention normalisers: pure torch, no fairseq import.
+
+Each maps scores ``(B, H, T, S)`` with ``-inf`` on masked keys to attention weights
+(see :mod:`.base`). :func:`build_normalizer` makes one by its command-line name.
+"""
+
+from dataclasses import dataclass
+
+from .base import SITES, Normalizer, Softmax
+from .entmax_family import ALPHA_MAX, ALPHA_MIN, Entmax15, EntmaxAlpha, Sparsemax
+from .topk import TopK
+
+
+@dataclass(frozen=True)
+class NormalizerOptions:
+    """The hyper-parameters normalisers read; the command-line flags of the same names."""
+
+    topk: int = 8
+    topk_train_only: bool = False
+    entmax_alpha_init: float = 1.5
+    entmax_bisect_iter: int = 25
+
+
+_FACTORIES = {
+    "softmax": lambda heads, opt: Softmax(),
+    "topk": lambda heads, opt: TopK(opt.topk, opt.topk_train_only),
+    "sparsemax": lambda heads, opt: Sparsemax(),
+    "entmax15": lambda heads, opt: Entmax15(),
+    "entmax_alpha": lambda heads, opt: EntmaxAlpha(
+        heads, opt.entmax_alpha_init, opt.entmax_bisect_iter
+    ),
+}
+
+#: Sites each normaliser may be used at (all of them, for the methods above).
+FITS = {name: SITES for name in _FACTORIES}
+
+#: Names accepted by ``--attn-fn`` and the per-site flags.
+NAMES = tuple(_FACTORIES)
+
+
+def _check_known(name: str) -> None:
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown attention normaliser {name!r}; choose from {', '.join(NAMES)}")
+
+
+def check_fits(name: str, site: str) -> None:
+    """Raise ValueError with one clear line if ``name`` is unknown or unfit for ``site``."""
+    _check_known(name)
+    if site not in FITS[name]:
+        raise ValueError(
+            f"attention normaliser {name!r} cannot be used for {site.replace('_', ' ')} "
+            f"attention; it fits: {', '.join(FITS[name])}"
+        )
+
+
+def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = NormalizerOptions()):
+    """Make the normaliser called ``name`` for a module with ``num_heads`` heads."""
+    _check_known(name)
+    return _FACTORIES[name](num_heads, options)
+
+
+__all__ = [
+    "ALPHA_MAX", "ALPHA_MIN", "FITS", "NAMES", "SITES", "Entmax15", "EntmaxAlpha",
+    "Normalizer", "NormalizerOptions", "Softmax", "Sparsemax", "TopK",
+    "build_normalizer", "check_fits",
+]

@@ -1,0 +1,80 @@
+"""Sparsemax, 1.5-entmax and learned alpha-entmax attention.
+
+alpha-entmax (Peters et al. 2019; Correia et al. 2019, "Adaptively Sparse
+Transformers") is::
+
+    entmax_alpha(s) = argmax_{p in simplex} p.s + H^T_alpha(p),
+    H^T_alpha(p) = sum_j (p_j - p_j^alpha) / (alpha (alpha - 1)),
+
+whose solution is ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` with
+``tau`` chosen so that p sums to one. alpha -> 1 gives softmax, alpha = 2 gives
+sparsemax (Martins & Astudillo 2016), and every alpha > 1 can give exact zeros.
+
+Sparsemax and 1.5-entmax use the exact sort-based algorithms of the ``entmax``
+package; learned alpha uses its bisection, which also gives the gradient with
+respect to alpha. All run in float32 or float64 (the base class upcasts half
+precision: bisection returns NaN in float16/bfloat16).
+"""
+
+import math
+
+import torch
+from entmax import entmax15, entmax_bisect, sparsemax
+from torch import Tensor, nn
+
+from .base import Normalizer
+
+ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
+
+
+class Sparsemax(Normalizer):
+    """``sparsemax(s) = argmin_{p in simplex} ||p - s||^2`` (alpha = 2)."""
+
+    def normalize(self, scores: Tensor) -> Tensor:
+        return sparsemax(scores, dim=-1)
+
+
+class Entmax15(Normalizer):
+    """1.5-entmax, computed exactly by sorting (Peters et al. 2019)."""
+
+    def normalize(self, scores: Tensor) -> Tensor:
+        return entmax15(scores, dim=-1)
+
+
+class EntmaxAlpha(Normalizer):
+    """alpha-entmax with one learned alpha per head (Correia et al. 2019).
+
+    ``alpha_h = clamp(1 + sigmoid(z_h), 1.01, 2)`` is recomputed from the
+    unconstrained parameter ``z`` at every forward, so no optimiser step can move
+    alpha out of its range (storing alpha itself as the parameter lets it escape).
+
+    Args:
+        num_heads: attention heads of the module this normaliser serves.
+        alpha_init: initial alpha of every head, in [1.01, 2).
+        n_iter: bisection iterations; 25 halvings reach float32 precision.
+    """
+
+    def __init__(self, num_heads: int, alpha_init: float = 1.5, n_iter: int = 25):
+        super().__init__()
+        if not ALPHA_MIN <= alpha_init < ALPHA_MAX:
+            raise ValueError(
+                f"entmax alpha init must be in [{ALPHA_MIN}, {ALPHA_MAX}), got {alpha_init}"
+            )
+        if n_iter < 1:
+            raise ValueError(f"entmax bisection needs at least 1 iteration, got {n_iter}")
+        logit = math.log((alpha_init - 1.0) / (2.0 - alpha_init))
+        self.alpha_logit = nn.Parameter(torch.full((num_heads,), logit))
+        self.n_iter = n_iter
+
+    def alpha(self) -> Tensor:
+        """The current alpha of each head, shape ``(H,)``."""
+        return (1.0 + torch.sigmoid(self.alpha_logit)).clamp(ALPHA_MIN, ALPHA_MAX)
+
+    def normalize(self, scores: Tensor) -> Tensor:
+        bsz, heads, tgt_len, _ = scores.shape
+        alpha = self.alpha().to(scores.dtype).view(1, heads, 1, 1)
+        alpha = alpha.expand(bsz, heads, tgt_len, 1)
+        return entmax_bisect(scores, alpha, dim=-1, n_iter=self.n_iter)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.alpha_logit.numel()}, n_iter={self.n_iter}"
