@@ -1,0 +1,1 @@
+"""Corpus preparation: one module per corpus, plus the synthetic corpus generator."""

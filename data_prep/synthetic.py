@@ -1,0 +1,279 @@
+"""Synthetic parallel corpus with word alignments and fertilities known by construction.
+
+The toy language pair
+---------------------
+Both languages are made of pronounceable pseudo-words of 2-3 consonant-vowel
+syllables.  Source words use the consonants ``b d g k l p r s t`` (``bato``),
+target words use ``f h j m n v w y z`` (``zemi``), so the two vocabularies never
+share a word.  The lexicon depends only on ``seed``, ``src_vocab`` and
+``tgt_vocab`` (never on the corpus sizes), so corpora of different sizes agree:
+
+* every source type has a fixed **fertility** in {0, 1, 2, 3}; the types, in
+  frequency-rank order, are cut into blocks of ten and each block holds a
+  shuffled ``0 1 1 1 1 1 1 2 2 3`` (10% / 60% / 20% / 10% of types);
+* every source type has a fixed **translation**: a sequence of exactly
+  ``fertility`` target types (dealt from shuffled copies of the target
+  vocabulary, so target types are used about equally often);
+* every source type has a fixed **word class**: ``A`` (adjective-like, 20%),
+  ``N`` (noun-like, 40%) or ``O`` (other, 40%).
+
+Translating a sentence: **reordering rule** - whenever a class-``A`` word is
+immediately followed by a class-``N`` word, the two swap places (like
+adjective-noun order in French; such pairs never overlap).  Then every source
+word, in the reordered order, is replaced by its translation.  Target token
+``j`` is aligned to the one source token ``i`` that produced it.
+
+Sentences have ``min_len``..``max_len`` source tokens, ``p(L) ~ L^2 exp(-L/6)``
+(mean about 17 source and 21 target tokens at the defaults); words are drawn
+Zipf-Mandelbrot over the types, ``p(rank r) ~ 1 / (r + 2.7)``.  A sentence
+whose words all have fertility 0 is redrawn.  Each split has its own random
+stream, so a smaller corpus is a prefix of a larger one with the same seed.
+
+Files per split (``train``, ``valid``, ``test``): ``{split}.src``,
+``{split}.tgt`` (space-separated tokens), ``{split}.align`` (Pharaoh ``i-j``,
+``i`` source index, ``j`` target index, one link per target token, sorted by
+``(i, j)``) and ``{split}.fert`` (one int per source token), then
+``MANIFEST.json`` (parameters and counts), written last.
+"""
+import argparse
+import filecmp
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+SPLITS = ("train", "valid", "test")
+SUFFIXES = ("src", "tgt", "align", "fert")
+VERSION = 1  # bump when the generator's output changes
+_SRC_LETTERS = ("bdgklprst", "aeiou")
+_TGT_LETTERS = ("fhjmnvwyz", "aeiou")
+_FERT_BLOCK = (0, 1, 1, 1, 1, 1, 1, 2, 2, 3)
+_CLASSES, _CLASS_P = ("A", "N", "O"), (0.2, 0.4, 0.4)
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """Words of both languages; per source type: class, fertility and translation."""
+
+    src_words: tuple
+    tgt_words: tuple
+    word_class: tuple
+    fertility: tuple
+    translation: tuple
+
+
+def _words(rng, n, letters):
+    consonants, vowels = letters
+    words = {}  # insertion-ordered set
+    while len(words) < n:
+        syllables = rng.choice([2, 3], p=[0.6, 0.4])
+        words["".join(consonants[rng.integers(len(consonants))]
+                      + vowels[rng.integers(len(vowels))] for _ in range(syllables))] = None
+    return tuple(words)
+
+
+def build_lexicon(seed=1, src_vocab=300, tgt_vocab=300):
+    """The lexicon for ``seed``; source type ``k`` has frequency rank ``k``."""
+    rng = np.random.default_rng([seed, 0])
+    src_words = _words(rng, src_vocab, _SRC_LETTERS)
+    tgt_words = _words(rng, tgt_vocab, _TGT_LETTERS)
+    blocks = -(-src_vocab // len(_FERT_BLOCK))
+    fert = np.concatenate([rng.permutation(_FERT_BLOCK) for _ in range(blocks)])
+    fert = fert[:src_vocab]
+    word_class = tuple(rng.choice(_CLASSES, size=src_vocab, p=_CLASS_P).tolist())
+    pool = np.concatenate([rng.permutation(tgt_vocab)
+                           for _ in range(-(-int(fert.sum()) // tgt_vocab))])
+    ends = np.cumsum(fert)
+    translation = tuple(tuple(pool[e - f:e].tolist()) for f, e in zip(fert, ends))
+    return Lexicon(src_words, tgt_words, word_class, tuple(fert.tolist()), translation)
+
+
+def translate(lexicon, src):
+    """Translate source type ids; returns (target type ids, sorted (i, j) links)."""
+    order = list(range(len(src)))
+    for i in range(len(src) - 1):
+        if lexicon.word_class[src[i]] == "A" and lexicon.word_class[src[i + 1]] == "N":
+            order[i], order[i + 1] = i + 1, i
+    tgt, links = [], []
+    for i in order:
+        for t in lexicon.translation[src[i]]:
+            links.append((i, len(tgt)))
+            tgt.append(t)
+    return tgt, sorted(links)
+
+
+def check_params(seed, train, valid, test, min_len, max_len, src_vocab, tgt_vocab):
+    """Raise ValueError with a clear message if the corpus parameters are unusable."""
+    for name, value in (("train", train), ("valid", valid), ("test", test)):
+        if value <= 0:
+            raise ValueError(f"--{name} must be a positive number, not {value}")
+    if min_len < 1:
+        raise ValueError(f"--min-len must be at least 1, not {min_len}")
+    if min_len > max_len:
+        raise ValueError(f"--min-len ({min_len}) is larger than --max-len ({max_len})")
+    if max_len > 1000:
+        raise ValueError(f"--max-len must be at most 1000, not {max_len}")
+    for name, value in (("src-vocab", src_vocab), ("tgt-vocab", tgt_vocab)):
+        if not 10 <= value <= 10000:
+            raise ValueError(f"--{name} must be between 10 and 10000, not {value}")
+    if seed < 0:
+        raise ValueError(f"--seed must be non-negative, not {seed}")
+
+
+def _sentences(lexicon, rng, n, min_len, max_len):
+    lengths = np.arange(min_len, max_len + 1)
+    logp = 2.0 * np.log(lengths) - lengths / 6.0  # gamma(shape 3, scale 6)
+    p_len = np.exp(logp - logp.max())
+    p_len /= p_len.sum()
+    cdf = np.cumsum(1.0 / (np.arange(len(lexicon.src_words)) + 2.7))
+    cdf /= cdf[-1]
+    fert = np.array(lexicon.fertility)
+    for _ in range(n):
+        length = rng.choice(lengths, p=p_len)
+        src = np.searchsorted(cdf, rng.random(length))
+        while not fert[src].any():
+            src = np.searchsorted(cdf, rng.random(length))
+        yield src.tolist()
+
+
+def _pair_lines(lexicon, src):
+    tgt, links = translate(lexicon, src)
+    return {"src": " ".join(lexicon.src_words[w] for w in src),
+            "tgt": " ".join(lexicon.tgt_words[w] for w in tgt),
+            "align": " ".join(f"{i}-{j}" for i, j in links),
+            "fert": " ".join(str(lexicon.fertility[w]) for w in src)}
+
+
+def _atomic_write(path, lines):
+    """Write ``lines`` to a temporary file beside ``path``, then rename it."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path),
+                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line + "\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it private
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_corpus(out_dir, seed=1, train=20000, valid=1000, test=1000,
+                 min_len=3, max_len=40, src_vocab=300, tgt_vocab=300):
+    """Write the corpus to ``out_dir`` unless already there; return its manifest."""
+    params = {"seed": seed, "train": train, "valid": valid, "test": test,
+              "min_len": min_len, "max_len": max_len,
+              "src_vocab": src_vocab, "tgt_vocab": tgt_vocab}
+    check_params(**params)
+    params["version"] = VERSION
+    manifest_path = os.path.join(out_dir, "MANIFEST.json")
+    files = [os.path.join(out_dir, f"{s}.{x}") for s in SPLITS for x in SUFFIXES]
+    if os.path.exists(manifest_path) and all(map(os.path.exists, files)):
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        if manifest.get("params") == params:
+            return manifest
+    os.makedirs(out_dir, exist_ok=True)
+    if os.path.exists(manifest_path):
+        os.remove(manifest_path)  # the files below no longer match it
+    lexicon = build_lexicon(seed, src_vocab, tgt_vocab)
+    counts = {}
+    for k, split in enumerate(SPLITS):
+        rng = np.random.default_rng([seed, k + 1])
+        rows = [_pair_lines(lexicon, src)
+                for src in _sentences(lexicon, rng, params[split], min_len, max_len)]
+        for suffix in SUFFIXES:
+            _atomic_write(os.path.join(out_dir, f"{split}.{suffix}"),
+                          (row[suffix] for row in rows))
+        counts[split] = {"pairs": len(rows),
+                         "src_tokens": sum(len(r["src"].split()) for r in rows),
+                         "tgt_tokens": sum(len(r["tgt"].split()) for r in rows)}
+    manifest = {"params": params, "splits": counts}
+    _atomic_write(manifest_path, [json.dumps(manifest, indent=1, sort_keys=True)])
+    return manifest
+
+
+def binarize(raw_dir, dest_dir, workers=1):
+    """Run fairseq-preprocess on ``raw_dir`` and add the gold .align/.fert files.
+
+    The result appears at ``dest_dir`` only when complete; skipped when ``dest_dir``
+    already holds the same MANIFEST.json as ``raw_dir``.
+    """
+    raw_manifest = os.path.join(raw_dir, "MANIFEST.json")
+    dest_manifest = os.path.join(dest_dir, "MANIFEST.json")
+    if (os.path.exists(raw_manifest) and os.path.exists(dest_manifest)
+            and filecmp.cmp(raw_manifest, dest_manifest, shallow=False)):
+        return dest_dir
+    parent = os.path.dirname(os.path.abspath(dest_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(dest_dir)}.",
+                           suffix=".tmp")
+    try:
+        cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "src",
+               "--target-lang", "tgt", "--destdir", tmp, "--workers", str(workers)]
+        for split, flag in zip(SPLITS, ("--trainpref", "--validpref", "--testpref")):
+            cmd += [flag, os.path.join(raw_dir, split)]
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"]
+            raise RuntimeError(f"fairseq-preprocess failed on {raw_dir}: {lines[-1]}")
+        names = [f"{s}.{x}" for s in SPLITS for x in ("align", "fert")]
+        if os.path.exists(raw_manifest):
+            names.append("MANIFEST.json")
+        for name in names:
+            shutil.copyfile(os.path.join(raw_dir, name), os.path.join(tmp, name))
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private
+        if os.path.exists(dest_dir):
+            shutil.rmtree(dest_dir)
+        os.rename(tmp, dest_dir)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+    return dest_dir
+
+
+def main(argv=None):
+    """CLI: write the synthetic corpus (and optionally binarise it); print a summary."""
+    parser = argparse.ArgumentParser(prog="sparse-attn-synth",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="directory for the text files")
+    parser.add_argument("--bin", help="also binarise with fairseq-preprocess into this")
+    parser.add_argument("--workers", type=int, default=1, help="for fairseq-preprocess")
+    params = list(inspect.signature(write_corpus).parameters.values())[1:]
+    for p in params:
+        parser.add_argument("--" + p.name.replace("_", "-"), type=int,
+                            default=p.default, help=f"default {p.default}")
+    args = parser.parse_args(argv)
+    params = {p.name: getattr(args, p.name) for p in params}
+    try:
+        check_params(**params)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, not {args.workers}")
+    counts = write_corpus(args.out, **params)["splits"]
+    if args.bin:
+        try:
+            binarize(args.out, args.bin, args.workers)
+        except RuntimeError as e:
+            sys.exit(f"error: {e}")
+    pairs = sum(c["pairs"] for c in counts.values())
+    src_len, tgt_len = (sum(c[k] for c in counts.values()) / pairs
+                        for k in ("src_tokens", "tgt_tokens"))
+    print(f"synthetic corpus in {args.out}"
+          + (f" (binarised in {args.bin})" if args.bin else "") + ": "
+          + " / ".join(f"{s} {counts[s]['pairs']}" for s in SPLITS)
+          + f" pairs; mean length src {src_len:.1f} tgt {tgt_len:.1f};"
+          + f" vocab src {args.src_vocab} tgt {args.tgt_vocab}")
+
+
+if __name__ == "__main__":
+    main()
