@@ -20,3 +20,13 @@ def fairseq_env():
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     return env
+
+
+@pytest.fixture(scope="session")
+def synthetic_bin(tmp_path_factory):
+    """A small binarised synthetic corpus (300 / 40 / 40 pairs) shared by the session."""
+    from data_prep.synthetic import binarize, write_corpus
+
+    root = tmp_path_factory.mktemp("synthetic")
+    write_corpus(root / "raw", train=300, valid=40, test=40)
+    return Path(binarize(root / "raw", root / "bin"))
