@@ -1,0 +1,123 @@
+"""End to end through fairseq's own commands on the tiny synthetic corpus:
+fairseq-train -> checkpoint -> fairseq-generate for every normaliser, decode-time
+overrides, 2-process CPU data parallelism, and start-up errors."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+
+from conftest import BIN, fairseq_env
+from models import TINY
+from sparse_attn_plugin.normalizers import NAMES
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def run(cmd, check=True):
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=fairseq_env())
+    if check and proc.returncode != 0:
+        pytest.fail(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def train(data, save_dir, *flags, updates=8):
+    run([BIN / "fairseq-train", data, "--user-dir", "sparse_attn_plugin", "--arch",
+         "sparse_transformer", "--cpu", *TINY, "--optimizer", "adam", "--lr", "5e-3",
+         "--max-tokens", "1000", "--max-update", updates, "--save-dir", save_dir,
+         "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", *flags])
+    return save_dir / "checkpoint_last.pt"
+
+
+def generate(data, checkpoint, *flags):
+    out = run([BIN / "fairseq-generate", data, "--user-dir", "sparse_attn_plugin", "--path",
+               checkpoint, "--beam", "3", "--max-len-b", "30", "--batch-size", "16", "--cpu",
+               *flags])
+    return [line for line in out.stdout.splitlines() if line.startswith("H-")]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(synthetic_bin, tmp_path_factory):
+    """One briefly trained checkpoint per normaliser."""
+    root = tmp_path_factory.mktemp("ckpt")
+    extra = {"topk": ["--topk", "3"]}
+    return {name: train(synthetic_bin, root / name, "--attn-fn", name, *extra.get(name, []))
+            for name in NAMES}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_train_then_generate(synthetic_bin, checkpoints, name):
+    hypotheses = generate(synthetic_bin, checkpoints[name])
+    assert len(hypotheses) == 40  # one per test sentence
+    state = torch.load(checkpoints[name], weights_only=True)  # torch>=2.6 default loading
+    assert state["cfg"]["model"].attn_fn == name
+
+
+@pytest.mark.parametrize("trained,decode", [("entmax_alpha", "softmax"), ("softmax", "topk")])
+def test_model_overrides_switch_the_normaliser(synthetic_bin, checkpoints, trained, decode):
+    overrides = {"attn_fn": decode}
+    assert len(generate(synthetic_bin, checkpoints[trained],
+                        "--model-overrides", repr(overrides))) == 40
+    models, _ = checkpoint_utils.load_model_ensemble([str(checkpoints[trained])],
+                                                     arg_overrides=overrides)
+    kinds = {type(m).__name__ for n, m in models[0].named_modules() if n.endswith("normalizer")}
+    assert kinds == {"Softmax" if decode == "softmax" else "TopK"}
+
+
+def test_topk_train_only_switch_is_accepted(synthetic_bin, tmp_path):
+    ckpt = train(synthetic_bin, tmp_path / "ck", "--attn-fn", "topk", "--topk-train-only",
+                 updates=2)
+    assert len(generate(synthetic_bin, ckpt)) == 40
+
+
+def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_path):
+    """legacy_ddp over gloo, one process per rank, ends with the parameters (learned
+    alphas included) of one process accumulating two batches per update."""
+    common = ["--attn-fn", "entmax_alpha", "--optimizer", "sgd", "--lr", "2.0",
+              "--required-batch-size-multiple", "1", "--disable-validation",
+              "--max-tokens", "500"]
+    flags = [BIN / "fairseq-train", synthetic_bin, "--user-dir", "sparse_attn_plugin", "--arch",
+             "sparse_transformer", "--cpu", *TINY, "--max-update", "6", "--no-progress-bar",
+             "--seed", "3", "--no-epoch-checkpoints", *common]
+    single = run([*flags, "--save-dir", tmp_path / "single", "--update-freq", "2"])
+    assert single.returncode == 0
+    port = 20000 + (hash(str(tmp_path)) % 20000)
+    ranks = [subprocess.Popen(
+        [str(c) for c in flags] + ["--save-dir", str(tmp_path / "ddp"), "--ddp-backend",
+                                   "legacy_ddp", "--distributed-no-spawn",
+                                   "--distributed-backend", "gloo",
+                                   "--distributed-world-size", "2", "--distributed-init-method",
+                                   f"tcp://127.0.0.1:{port}", "--distributed-rank", str(rank)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=fairseq_env())
+        for rank in (0, 1)]
+    for proc in ranks:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+    one = torch.load(tmp_path / "single" / "checkpoint_last.pt")["model"]
+    two = torch.load(tmp_path / "ddp" / "checkpoint_last.pt")["model"]
+    alphas = [k for k in one if k.endswith("alpha_logit")]
+    assert len(alphas) == 6 and all(one[k].abs().max() > 1e-5 for k in alphas), "alphas not trained"
+    for key in one:
+        torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=0, msg=key)
+
+
+@pytest.mark.parametrize("flags,code,message", [
+    (["--attn-fn", "nope"], 2, "argument --attn-fn: invalid choice: 'nope'"),
+    (["--decoder-cross-attn-fn", "sparsemaxx"], 2, "invalid choice: 'sparsemaxx'"),
+    (["--attn-fn", "topk", "--topk", "0"], 1, "error: --topk must be >= 1, got 0"),
+])
+def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, flags, code, message):
+    proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", "sparse_attn_plugin",
+                "--arch", "sparse_transformer", "--cpu", "--max-tokens", "500", "--save-dir", tmp_path,
+                *flags],
+               check=False)
+    assert proc.returncode == code
+    assert message in proc.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in proc.stderr
+    assert not list(tmp_path.iterdir()), "nothing may be written"
+
+
+def test_python_is_the_venv():
+    assert BIN == type(BIN)(sys.executable).parent
