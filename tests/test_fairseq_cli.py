@@ -9,9 +9,10 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 
+from sparse_attn_plugin.normalizers import NAMES
+
 from conftest import BIN, fairseq_env
 from models import TINY
-from sparse_attn_plugin.normalizers import NAMES
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -98,7 +99,8 @@ def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_pat
     one = torch.load(tmp_path / "single" / "checkpoint_last.pt")["model"]
     two = torch.load(tmp_path / "ddp" / "checkpoint_last.pt")["model"]
     alphas = [k for k in one if k.endswith("alpha_logit")]
-    assert len(alphas) == 6 and all(one[k].abs().max() > 1e-5 for k in alphas), "alphas not trained"
+    assert len(alphas) == 6
+    assert all(one[k].abs().max() > 1e-5 for k in alphas), "alphas were not trained"
     for key in one:
         torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=0, msg=key)
 
@@ -110,8 +112,8 @@ def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_pat
 ])
 def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, flags, code, message):
     proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", "sparse_attn_plugin",
-                "--arch", "sparse_transformer", "--cpu", "--max-tokens", "500", "--save-dir", tmp_path,
-                *flags],
+                "--arch", "sparse_transformer", "--cpu", "--max-tokens", "500",
+                "--save-dir", tmp_path, *flags],
                check=False)
     assert proc.returncode == code
     assert message in proc.stderr.strip().splitlines()[-1]

@@ -11,10 +11,16 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from torch.func import functional_call
 
-from reference import apply_rows, entmax_ref, softmax_ref, topk_ref
 from sparse_attn_plugin.normalizers import (
-    NAMES, EntmaxAlpha, NormalizerOptions, TopK, build_normalizer, check_fits,
+    NAMES,
+    EntmaxAlpha,
+    NormalizerOptions,
+    TopK,
+    build_normalizer,
+    check_fits,
 )
+
+from reference import apply_rows, entmax_ref, softmax_ref, topk_ref
 
 NEG_INF = float("-inf")
 

@@ -6,8 +6,9 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from models import batch, build
 from sparse_attn_plugin.normalizers import FITS, NAMES, SITES
+
+from models import batch, build
 
 SITE_OF = {"encoder": {"self_attn": "encoder_self"},
            "decoder": {"self_attn": "decoder_self", "encoder_attn": "decoder_cross"}}
@@ -46,7 +47,8 @@ def test_every_site_runs_its_normaliser(synthetic_bin, training):
 def test_per_site_flags_override_attn_fn(synthetic_bin):
     _, model = build(synthetic_bin, extra=["--attn-fn", "topk", "--decoder-self-attn-fn",
                                            "entmax15", "--decoder-cross-attn-fn", "entmax_alpha"])
-    kinds = {site: type(attn.normalizer).__name__ for (site, _), attn in attention_sites(model).items()}
+    kinds = {site: type(attn.normalizer).__name__
+             for (site, _), attn in attention_sites(model).items()}
     assert kinds == {"encoder_self": "TopK", "decoder_self": "Entmax15",
                      "decoder_cross": "EntmaxAlpha"}
 

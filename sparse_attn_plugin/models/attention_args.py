@@ -2,8 +2,8 @@
 
 import logging
 
-from ..normalizers import ALPHA_MAX, ALPHA_MIN, NAMES, SITES, check_fits
 from ..modules import site_normalizer_name
+from ..normalizers import ALPHA_MAX, ALPHA_MIN, NAMES, SITES, check_fits
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,8 @@ def add_attention_args(parser):
     parser.add_argument("--topk-train-only", action="store_true",
                         help="top-k in training only; plain softmax at inference")
     parser.add_argument("--entmax-alpha-init", type=float, metavar="A",
-                        help=f"initial alpha of learned alpha-entmax, in [{ALPHA_MIN}, {ALPHA_MAX})")
+                        help="initial alpha of learned alpha-entmax, "
+                             f"in [{ALPHA_MIN}, {ALPHA_MAX}) (default 1.5)")
     parser.add_argument("--entmax-bisect-iter", type=int, metavar="N",
                         help="bisection iterations of learned alpha-entmax (default 25)")
 

@@ -67,7 +67,7 @@ class SparseTransformerModel(TransformerModel):
             state_dict = {k: v for k, v in state_dict.items() if k not in unused}
             state_dict.update({k: own[k] for k in missing})
             for key in unused:
-                logger.warning("checkpoint parameter %s is not used by this model's normaliser", key)
+                logger.warning("checkpoint parameter %s is unused by this normaliser", key)
             for key in missing:
                 logger.warning("normaliser parameter %s is not in the checkpoint: initialised", key)
         return super().load_state_dict(state_dict, strict, model_cfg, args)

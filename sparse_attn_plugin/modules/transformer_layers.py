@@ -11,11 +11,11 @@ from dataclasses import fields
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
 )
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
 from ..normalizers import NormalizerOptions, build_normalizer
 from .multihead_attention import SparseMultiheadAttention
@@ -33,7 +33,8 @@ def build_site_normalizer(cfg, site: str, num_heads: int):
         for f in fields(NormalizerOptions)
         if getattr(cfg, f.name, None) is not None
     }
-    return build_normalizer(site_normalizer_name(cfg, site), num_heads, NormalizerOptions(**options))
+    name = site_normalizer_name(cfg, site)
+    return build_normalizer(name, num_heads, NormalizerOptions(**options))
 
 
 class SparseTransformerEncoderLayer(TransformerEncoderLayerBase):

@@ -10,7 +10,8 @@ Two things are handled once here rather than in every method:
   family returns NaN in half precision) and the weights come back in float32, as
   fairseq's own softmax does; the caller casts them back with ``type_as``;
 * rows whose keys are all masked give all-zero weights (not NaN, not a crash),
-  with zero gradient; this costs one reduction and two ``masked_fill``.
+  with zero gradient; this costs one reduction, plus two ``masked_fill`` when
+  such a row exists (always on a GPU, where checking would stall the stream).
 """
 
 from abc import ABC, abstractmethod
@@ -30,8 +31,12 @@ class Normalizer(nn.Module, ABC):
         if scores.dtype in (torch.float16, torch.bfloat16):
             scores = scores.float()
         empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
-        weights = self.normalize(scores.masked_fill(empty, 0.0))
-        return weights.masked_fill(empty, 0.0)
+        # Such rows are rare (fairseq's masks never make one), so on the CPU the two
+        # full-size copies are skipped when there is none; on a GPU the check would
+        # stall the stream, so the guard always runs there.
+        if scores.is_cuda or bool(empty.any()):
+            return self.normalize(scores.masked_fill(empty, 0.0)).masked_fill(empty, 0.0)
+        return self.normalize(scores)
 
     @abstractmethod
     def normalize(self, scores: Tensor) -> Tensor:

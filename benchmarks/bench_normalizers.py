@@ -1,0 +1,184 @@
+"""Speed of each attention normaliser, as a ratio to softmax timed in the same run.
+
+What is timed: the normaliser module alone (scores in, weights out) on attention
+shapes ``(batch, heads, queries, keys)`` of a small translation model, with random
+key padding (10-20% of each batch row's keys are ``-inf``; ``--causal`` also masks
+the future on square shapes), in two modes:
+
+* train: forward + backward of a random upstream gradient, to the scores and,
+  for ``entmax_alpha``, to its alpha parameter (module in training mode);
+* infer: forward only under ``torch.inference_mode()``, module in eval mode.
+
+After warm-up calls, the normalisers take turns in rounds (so drift in machine
+load hits all of them alike) and the median over rounds is kept. Each cell is a
+THROUGHPUT ratio, ``softmax time / normaliser time``: 1.0 is as fast as softmax,
+0.5 is half as fast. The paper column (Zhao et al. 2019, Table 4) holds end-to-end
+tokens/s ratios of whole fp16 models on a GPU: the attention normaliser is only
+a part of that time there, so those ratios are not directly comparable to these.
+
+    python benchmarks/bench_normalizers.py --out results/bench [--device cpu]
+"""
+
+import argparse
+import json
+import math
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from sparse_attn_plugin.normalizers import NAMES, build_normalizer
+from sparse_attn_plugin.provenance import (
+    describe_machine,
+    git_commit,
+    provenance_header,
+)
+from sparse_attn_plugin.results_io import write_text_atomic
+
+#: (label, batch, heads, queries, keys): encoder/decoder batches, one beam-search step.
+SHAPES = [("32x4x40x40", 32, 4, 40, 40), ("32x4x100x100", 32, 4, 100, 100),
+          ("160x4x1x40 (decode step, beam 5)", 160, 4, 1, 40)]
+#: Zhao et al. 2019 Table 4: GPU end-to-end tokens/s ratios to softmax (train, infer).
+PAPER = {"softmax": (1.0, 1.0), "topk": (0.98, 0.94), "sparsemax": (0.80, 0.43),
+         "entmax15": (0.82, 0.70), "entmax_alpha": (0.27, 0.09)}
+MODES = {"train": "Training: forward + backward", "infer": "Inference: forward only"}
+
+
+def make_scores(batch, heads, tgt, src, causal, dtype, device, gen):
+    """Random scores with -inf on 10-20% padded keys per batch row (and the future)."""
+    scores = torch.randn(batch, heads, tgt, src, generator=gen)
+    lo, hi = math.ceil(0.1 * src), max(math.ceil(0.1 * src), math.floor(0.2 * src))
+    pad = torch.randint(lo, hi + 1, (batch,), generator=gen)
+    mask = torch.arange(src) >= (src - pad)[:, None]            # (batch, src)
+    mask = mask[:, None, None, :].expand(batch, 1, tgt, src)
+    if causal and tgt == src:
+        mask = mask | torch.ones(tgt, src, dtype=torch.bool).triu(1)
+    return scores.masked_fill(mask, float("-inf")).to(device=device, dtype=dtype)
+
+
+def time_per_call(fn, inner, sync):
+    sync()
+    start = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / inner
+
+
+def bench_shape(scores, mode, args, sync):
+    """Median seconds per call of every normaliser on ``scores`` in ``mode``."""
+    heads = scores.size(1)
+    calls = {}
+    for name in NAMES:
+        module = build_normalizer(name, heads).to(scores.device)
+        if mode == "train":
+            x = scores.detach().requires_grad_(True)
+            inputs = [x, *module.parameters()]
+            upstream = torch.randn_like(module(x.detach()))
+            calls[name] = (lambda m=module, x=x, i=inputs, g=upstream:
+                           torch.autograd.grad(m(x), i, g))
+        else:
+            module.eval()
+            calls[name] = lambda m=module: m(scores)
+    context = torch.inference_mode() if mode == "infer" else torch.enable_grad()
+    with context:
+        for fn in calls.values():
+            for _ in range(args.warmup):
+                fn()
+        # Several calls per sample when softmax is too quick for the clock.
+        soft_s = min(time_per_call(calls["softmax"], 1, sync) for _ in range(3))
+        inner = max(1, min(200, round(args.sample_s / soft_s)))
+        samples = {name: [] for name in NAMES}
+        for r in range(args.repeats):
+            for name in NAMES[r % len(NAMES):] + NAMES[:r % len(NAMES)]:
+                samples[name].append(time_per_call(calls[name], inner, sync))
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def markdown(results, labels, args, command):
+    lines = ["# Attention normaliser speed: throughput ratio to softmax", "",
+             provenance_header(command),
+             f"Device `{args.device}`, dtype `{args.dtype}`, median of {args.repeats} "
+             "interleaved rounds. Cells are `softmax time / normaliser time` for the "
+             "normaliser module alone (scores in, weights out; shapes are batch x heads x "
+             "queries x keys, 10-20% of keys padded"
+             + (", causal on square shapes" if args.causal else "") + "). The paper "
+             "column is Zhao et al. (2019) Table 4: end-to-end tokens/s of whole fp16 "
+             "models on a GPU, not directly comparable to these op-level ratios.", ""]
+    for col, (mode, title) in enumerate(MODES.items()):
+        lines += [f"## {title}", "", "| normaliser | " + " | ".join(labels)
+                  + " | paper (GPU, end-to-end) |", "|---" * (len(labels) + 2) + "|"]
+        for name in NAMES:
+            cells = [f"{results[mode][lab][name]['throughput_ratio']:.2f}" for lab in labels]
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {PAPER[name][col]:.2f} |")
+        soft = [f"{results[mode][lab]['softmax']['median_s'] * 1e3:.3f}" for lab in labels]
+        lines += ["", "softmax median ms per call: " + ", ".join(
+            f"{lab} {ms}" for lab, ms in zip(labels, soft)), ""]
+    return "\n".join(lines)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, help="write DIR/normalizers.md and .json")
+    p.add_argument("--device", choices=["cpu", "cuda"],
+                   default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--repeats", type=int, default=15, help="timed rounds (median kept)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls per normaliser")
+    p.add_argument("--sample-s", type=float, default=0.005,
+                   help="aim for at least this long a timed sample of softmax")
+    p.add_argument("--causal", action="store_true", help="causal mask on square shapes")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="2 rounds, no warm-up (tests)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.repeats, args.warmup, args.sample_s = 2, 0, 0.0
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
+    return args
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = parse_args(argv)
+    command = "python benchmarks/bench_normalizers.py " + shlex.join(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = getattr(torch, args.dtype)
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    gen = torch.Generator().manual_seed(args.seed)
+    torch.manual_seed(args.seed)  # upstream gradients
+    started = time.perf_counter()
+    results, labels = {mode: {} for mode in MODES}, []
+    for label, *shape in SHAPES:
+        label += " causal" if args.causal and shape[2] == shape[3] else ""
+        labels.append(label)
+        scores = make_scores(*shape, args.causal, dtype, args.device, gen)
+        for mode in MODES:
+            medians = bench_shape(scores, mode, args, sync)
+            results[mode][label] = {
+                name: {"median_s": s, "time_ratio": s / medians["softmax"],
+                       "throughput_ratio": medians["softmax"] / s}
+                for name, s in medians.items()}
+    elapsed = time.perf_counter() - started
+    text = markdown(results, labels, args, command)
+    print(text)
+    print(f"benchmark took {elapsed:.1f} s")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        record = {"command": command, "commit": git_commit(), "machine": describe_machine(),
+                  "settings": {k: str(v) if isinstance(v, Path) else v
+                               for k, v in vars(args).items()},
+                  "shapes": labels, "elapsed_s": elapsed, "results": results,
+                  "paper_gpu_end_to_end": {n: dict(zip(MODES, r)) for n, r in PAPER.items()}}
+        write_text_atomic(args.out / "normalizers.md", text)
+        write_text_atomic(args.out / "normalizers.json", json.dumps(record, indent=1) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Drive ``fairseq-train`` and ``fairseq-generate`` as a user would, and read what
+they report: training words/s, validation loss, generation sentences/s.
+
+Used by the demo, the benchmarks and the reproduction scripts, so every number
+they print comes from fairseq's own commands run with this plugin.
+"""
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from tqdm import tqdm
+
+from .evaluation import GenerateOutput, read_generate_output
+
+PLUGIN_DIR = Path(__file__).resolve().parent
+_JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
+_GEN_SPEED = re.compile(r"\(([\d.,]+) sentences/s")
+
+
+def fairseq_command(name: str) -> List[str]:
+    """The fairseq console script of the running interpreter's environment."""
+    return [str(Path(sys.executable).with_name(name))]
+
+
+@dataclass
+class TrainResult:
+    checkpoint: Path
+    words_per_second: float  # median over logging intervals
+    valid_loss: Optional[float]  # last validation, base 2 as fairseq prints it
+    updates: int
+    log: Path
+
+
+def _fail(what: str, log: Path):
+    tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+    raise RuntimeError(f"{what} failed: {tail[0]} (full log: {log})")
+
+
+def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
+          desc: str = "train", env: Optional[dict] = None) -> TrainResult:
+    """Run fairseq-train with the plugin; show a progress bar over updates."""
+    save_dir = Path(save_dir)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    log = save_dir / "train.log"
+    cmd = [*fairseq_command("fairseq-train"), str(data), "--user-dir", str(PLUGIN_DIR),
+           "--save-dir", str(save_dir), "--max-update", str(max_update),
+           "--log-format", "json", "--no-progress-bar", *flags]
+    wps, valid_loss, updates = [], None, 0
+    with open(log, "w") as out, tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env)
+        for line in proc.stdout:
+            out.write(line)
+            match = _JSON_LOG.search(line)
+            if not match:
+                continue
+            kind, record = match.group(1), json.loads(match.group(2))
+            if kind == "train_inner":
+                wps.append(float(record["wps"]))
+                bar.update(int(record["num_updates"]) - bar.n)
+                updates = int(record["num_updates"])
+            elif kind == "valid":
+                valid_loss = float(record["valid_loss"])
+            elif kind == "train":
+                updates = int(record["train_num_updates"])
+        bar.update(max_update - bar.n)
+    if proc.wait() != 0:
+        _fail("fairseq-train", log)
+    if not wps:
+        raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
+    return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps), valid_loss,
+                       updates, log)
+
+
+@dataclass
+class GenerateResult:
+    output: GenerateOutput
+    sentences_per_second: float
+    log: Path
+
+
+def generate(data: Path, checkpoint: Path, flags: Sequence[str], log: Path,
+             env: Optional[dict] = None) -> GenerateResult:
+    """Run fairseq-generate on a checkpoint and read its hypotheses and speed."""
+    cmd = [*fairseq_command("fairseq-generate"), str(data), "--user-dir", str(PLUGIN_DIR),
+           "--path", str(checkpoint), *flags]
+    with open(log, "w") as out:
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                              env=env).returncode
+    if code != 0:
+        _fail("fairseq-generate", Path(log))
+    text = Path(log).read_text()
+    speed = _GEN_SPEED.search(text)
+    if not speed:
+        raise RuntimeError(f"fairseq-generate reported no speed (full log: {log})")
+    return GenerateResult(read_generate_output(text.splitlines()),
+                          float(speed.group(1).replace(",", "")), Path(log))
+
+
+def single_thread_env(threads: int = 0) -> dict:
+    """Environment for a fairseq subprocess; ``threads`` > 0 pins OMP/MKL threads."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    if threads > 0:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    return env

@@ -1,0 +1,56 @@
+"""The normaliser benchmark runs and writes complete, well-formed tables.
+
+No timing is asserted: only that every normaliser and shape is reported, softmax is
+the reference (ratio exactly 1.0) and every ratio is a positive finite number.
+"""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from sparse_attn_plugin.normalizers import NAMES
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_normalizers.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_normalizers", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_run_writes_complete_tables(tmp_path):
+    bench = load_bench()
+    threads = torch.get_num_threads()
+    try:  # one thread: a busy machine stalls multi-threaded ops far more
+        bench.main(["--quick", "--device", "cpu", "--threads", "1", "--out", str(tmp_path)])
+    finally:
+        torch.set_num_threads(threads)
+    md = (tmp_path / "normalizers.md").read_text()
+    record = json.loads((tmp_path / "normalizers.json").read_text())
+    labels = [label for label, *_ in bench.SHAPES]
+
+    for line in ("- command:", "- commit:", "- machine:", "- date:"):
+        assert line in md
+    assert "--quick" in record["command"] and record["machine"] and record["commit"]
+    assert record["shapes"] == labels
+    for label in labels:
+        assert label in md
+    for name in NAMES:
+        assert f"| {name} |" in md
+    assert set(record["results"]) == {"train", "infer"}
+    for mode, by_shape in record["results"].items():
+        assert set(by_shape) == set(labels)
+        for label, by_name in by_shape.items():
+            assert set(by_name) == set(NAMES)
+            soft = by_name["softmax"]
+            assert soft["time_ratio"] == 1.0 and soft["throughput_ratio"] == 1.0
+            for name, cell in by_name.items():
+                for key in ("median_s", "time_ratio", "throughput_ratio"):
+                    assert math.isfinite(cell[key]) and cell[key] > 0, (mode, label, name, key)
+                assert math.isclose(cell["time_ratio"] * cell["throughput_ratio"], 1.0)
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes left no temp files behind
