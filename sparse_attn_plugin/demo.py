@@ -10,7 +10,9 @@ sentences/s as ratios to softmax measured in the same run. Writes
 """
 
 import argparse
+import logging
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -125,7 +127,7 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "demo")
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / ".work" / "demo",
                         help="corpus, checkpoints and logs (not committed)")
-    parser.add_argument("--updates", type=int, default=700, help="training updates per model")
+    parser.add_argument("--updates", type=int, default=600, help="training updates per model")
     parser.add_argument("--train-size", type=int, default=20000, help="training sentence pairs")
     parser.add_argument("--attn-fns", default=",".join(DEMO_NORMALIZERS),
                         help="comma-separated normalisers to compare")
@@ -137,6 +139,7 @@ def main(argv=None):
     if args.updates < 1 or args.train_size < 1:
         parser.error("--updates and --train-size must be positive")
 
+    logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
     start = time.time()
     print(f"[demo] synthetic corpus ({args.train_size} training pairs) -> {args.work_dir}",
           flush=True)
@@ -152,7 +155,8 @@ def main(argv=None):
         rows.append(run_one(name, data, args.work_dir, args.updates, references))
         print(f"[demo]     BLEU {rows[-1]['bleu']:.2f}", flush=True)
 
-    command = "make demo" if argv is None and len(sys.argv) == 1 else None
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python -m sparse_attn_plugin.demo", *map(shlex.quote, given)])
     settings = (f"{args.updates} updates of the `MODEL_FLAGS` model in "
                 f"`sparse_attn_plugin/demo.py`, {args.train_size} training pairs, beam 5")
     report = render(rows, settings, command)

@@ -44,8 +44,13 @@ def _fail(what: str, log: Path):
 
 
 def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
-          desc: str = "train", env: Optional[dict] = None) -> TrainResult:
-    """Run fairseq-train with the plugin; show a progress bar over updates."""
+          desc: str = "train", env: Optional[dict] = None,
+          skip_first_interval: bool = False) -> TrainResult:
+    """Run fairseq-train with the plugin; show a progress bar over updates.
+
+    ``skip_first_interval`` leaves the first logging interval (start-up, memory
+    allocation) out of the words/s median.
+    """
     save_dir = Path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
     log = save_dir / "train.log"
@@ -75,6 +80,8 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
         _fail("fairseq-train", log)
     if not wps:
         raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
+    if skip_first_interval and len(wps) > 1:
+        wps = wps[1:]
     return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps), valid_loss,
                        updates, log)
 

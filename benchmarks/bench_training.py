@@ -1,0 +1,138 @@
+"""End-to-end training words/s and generation sentences/s of each normaliser, as
+ratios to softmax measured in the same run.
+
+Each normaliser trains the same model on the synthetic corpus for the same number
+of updates with ``fairseq-train`` (speed: the median of fairseq's words/s over its
+logging intervals, warm-up interval excluded), then ``fairseq-generate`` decodes
+the test set with beam 5 at a fixed output length (``--min-len`` = ``--max-len-b``),
+so every model does the same decoding work whatever it has learnt. Two models:
+
+* ``iwslt``: ``sparse_transformer_iwslt_de_en``, the architecture of the Explicit
+  Sparse Transformer paper's speed table (Zhao et al. 2019, Table 4);
+* ``demo``: the small model of ``make demo``, where attention normalisation is a
+  much larger share of the work.
+
+    python benchmarks/bench_training.py --out results/bench [--models iwslt,demo]
+"""
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from data_prep.synthetic import binarize, write_corpus
+from sparse_attn_plugin import pipeline
+from sparse_attn_plugin.demo import MODEL_FLAGS as DEMO_FLAGS
+from sparse_attn_plugin.demo import device_flags
+from sparse_attn_plugin.normalizers import NAMES
+from sparse_attn_plugin.provenance import provenance_header
+from sparse_attn_plugin.results_io import markdown_table, write_json_atomic, write_text_atomic
+
+TRAIN_FLAGS = ["--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "4096", "--seed", "1",
+               "--disable-validation", "--no-epoch-checkpoints", "--log-interval", "5"]
+# model -> (fairseq-train flags, default number of updates)
+MODELS = {
+    "iwslt": (["--arch", "sparse_transformer_iwslt_de_en", *TRAIN_FLAGS], 20),
+    "demo": ([*DEMO_FLAGS, "--disable-validation", "--log-interval", "5"], 60),
+}
+METHOD = ("Training speed is the median of fairseq-train's words/s over its logging "
+          "intervals (every 5 updates, the first left out); generation forces every "
+          "hypothesis to the same length, so each model does the same decoding work. "
+          "The paper's columns are its GPU tokens/s ratios (fp16 training, batch-128 "
+          "inference), for comparison only.")
+# Explicit Sparse Transformer, Table 4: tokens/s ratios to softmax on a GPU, train / infer.
+PAPER = {"softmax": (1.0, 1.0), "topk": (0.98, 0.94), "sparsemax": (0.80, 0.43),
+         "entmax15": (0.82, 0.70), "entmax_alpha": (0.27, 0.09)}
+TARGETS = {"topk": 0.95, "sparsemax": 0.85, "entmax15": 0.85, "entmax_alpha": 0.5}
+
+
+def measure(model, name, data, work, updates, length):
+    flags, default_updates = MODELS[model]
+    updates = updates or default_updates
+    flags = [*flags, *device_flags(), "--attn-fn", name]
+    run_dir = work / f"{model}-{name}"
+    trained = pipeline.train(data, run_dir, flags, updates, desc=f"{model} {name:>12}",
+                             skip_first_interval=True)
+    generated = pipeline.generate(
+        data, trained.checkpoint,
+        ["--beam", "5", "--batch-size", "128", "--min-len", str(length), "--max-len-a", "0",
+         "--max-len-b", str(length), *device_flags()], run_dir / "generate.log")
+    return trained.words_per_second, generated.sentences_per_second
+
+
+def render(results, args, command):
+    updates = {m: args.updates or MODELS[m][1] for m in results}
+    parts = [f"# Training and generation speed, ratios to softmax\n\n{provenance_header(command)}\n"
+             f"{METHOD}\n\nSettings: training updates per run {updates} (max 4096 tokens "
+             f"per batch), generation of {args.test_size} sentences at {args.length} tokens, "
+             f"beam 5, batch 128; median of {args.rounds} round(s).\n"]
+    for model, by_name in results.items():
+        base = by_name.get("softmax")
+        rows = []
+        for name, (wps, sps) in by_name.items():
+            train_ratio = wps / base[0] if base else float("nan")
+            target = TARGETS.get(name)
+            verdict = "" if target is None else (" (target met)" if train_ratio >= target
+                                                  else f" (target {target} missed)")
+            paper = PAPER.get(name, ("-", "-"))
+            rows.append([name, f"{train_ratio:.2f}{verdict}",
+                         f"{sps / base[1]:.2f}" if base else "n/a", paper[0], paper[1]])
+        parts.append(f"## {model} model\n\n" + markdown_table(
+            ["attention", "train words/s ÷ softmax", "generate sent/s ÷ softmax",
+             "paper train (GPU)", "paper infer (GPU)"], rows))
+    return "\n".join(parts)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--models", default="iwslt,demo")
+    parser.add_argument("--attn-fns", default=",".join(NAMES))
+    parser.add_argument("--updates", type=int,
+                        help="training updates per run (default: iwslt 20, demo 60)")
+    parser.add_argument("--length", type=int, default=25, help="generated tokens per sentence")
+    parser.add_argument("--test-size", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every run; keep medians")
+    parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
+    args = parser.parse_args(argv)
+    models = args.models.split(",")
+    names = args.attn_fns.split(",")
+    bad = [m for m in models if m not in MODELS] + [n for n in names if n not in NAMES]
+    if bad:
+        parser.error(f"unknown model or normaliser: {', '.join(bad)}")
+    if min(args.length, args.test_size, args.rounds) < 1:
+        parser.error("--length, --test-size and --rounds must be positive")
+    if args.updates is not None and args.updates < 10:
+        parser.error("--updates must be at least 10 (speed is read every 5 updates)")
+
+    start = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work_dir or Path(tmp)
+        raw = work / "raw"
+        write_corpus(raw, train=5000, valid=100, test=args.test_size)
+        data = Path(binarize(raw, work / "bin"))
+        samples = {m: {n: [] for n in names} for m in models}
+        for _ in range(args.rounds):
+            for model in models:
+                for name in names:
+                    samples[model][name].append(
+                        measure(model, name, data, work, args.updates, args.length))
+    results = {m: {n: tuple(statistics.median(x) for x in zip(*runs)) for n, runs in by.items()}
+               for m, by in samples.items()}
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python benchmarks/bench_training.py", *given])
+    report = render(results, args, command)
+    write_text_atomic(args.out / "training.md", report)
+    write_json_atomic(args.out / "training.json", {
+        "words_per_second": {m: {n: r[0] for n, r in by.items()} for m, by in results.items()},
+        "sentences_per_second": {m: {n: r[1] for n, r in by.items()} for m, by in results.items()},
+        "settings": vars(args) | {"out": str(args.out), "work_dir": str(args.work_dir)},
+    })
+    print(report)
+    print(f"done in {time.time() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
