@@ -44,7 +44,7 @@ demo: install
 	$(BIN)/python -m sparse_attn_plugin.demo --out results/demo
 
 bench: install
-	$(BIN)/python benchmarks/bench_normalizers.py --out results/bench
+	$(BIN)/python benchmarks/bench_normalizers.py --profile --out results/bench
 	$(BIN)/python benchmarks/bench_training.py --out results/bench
 
 lint: install

@@ -36,7 +36,7 @@ from sparse_attn_plugin.provenance import (
     git_commit,
     provenance_header,
 )
-from sparse_attn_plugin.results_io import write_text_atomic
+from sparse_attn_plugin.results_io import markdown_table, write_text_atomic
 
 #: (label, batch, heads, queries, keys): encoder/decoder batches, one beam-search step.
 SHAPES = [("32x4x40x40", 32, 4, 40, 40), ("32x4x100x100", 32, 4, 100, 100),
@@ -98,6 +98,28 @@ def bench_shape(scores, mode, args, sync):
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
+def profile_ops(scores, top=6):
+    """Markdown: each normaliser's top operators by share of self CPU time in
+    forward + backward (where the time goes when a ratio is low)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    parts = []
+    for name in NAMES:
+        module = build_normalizer(name, scores.size(1)).to(scores.device)
+        x = scores.detach().requires_grad_(True)
+        upstream = torch.randn_like(module(x.detach()))
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(5):
+                torch.autograd.grad(module(x), [x, *module.parameters()], upstream)
+        events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in events) or 1
+        rows = [[f"`{e.key}`", f"{100 * e.self_cpu_time_total / total:.0f}%", e.count // 5]
+                for e in events[:top]]
+        parts.append(f"### {name}\n\n" + markdown_table(
+            ["operator", "share of self CPU time", "calls per step"], rows))
+    return "\n".join(parts)
+
+
 def markdown(results, labels, args, command):
     lines = ["# Attention normaliser speed: throughput ratio to softmax", "",
              provenance_header(command),
@@ -134,6 +156,8 @@ def parse_args(argv):
     p.add_argument("--causal", action="store_true", help="causal mask on square shapes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="2 rounds, no warm-up (tests)")
+    p.add_argument("--profile", action="store_true",
+                   help="also write where each normaliser spends its time (first shape)")
     args = p.parse_args(argv)
     if args.quick:
         args.repeats, args.warmup, args.sample_s = 2, 0, 0.0
@@ -166,6 +190,10 @@ def main(argv=None):
                 for name, s in medians.items()}
     elapsed = time.perf_counter() - started
     text = markdown(results, labels, args, command)
+    if args.profile:
+        scores = make_scores(*SHAPES[0][1:], False, dtype, args.device, gen)
+        text += (f"\n## Where the time goes: forward + backward, {SHAPES[0][0]}\n\n"
+                 + profile_ops(scores))
     print(text)
     print(f"benchmark took {elapsed:.1f} s")
     if args.out:

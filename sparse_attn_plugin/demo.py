@@ -129,6 +129,8 @@ def main(argv=None):
                         help="corpus, checkpoints and logs (not committed)")
     parser.add_argument("--updates", type=int, default=600, help="training updates per model")
     parser.add_argument("--train-size", type=int, default=20000, help="training sentence pairs")
+    parser.add_argument("--eval-size", type=int, default=1000,
+                        help="validation and test sentence pairs (each)")
     parser.add_argument("--attn-fns", default=",".join(DEMO_NORMALIZERS),
                         help="comma-separated normalisers to compare")
     args = parser.parse_args(argv)
@@ -136,16 +138,17 @@ def main(argv=None):
     unknown = [n for n in names if n not in NAMES]
     if unknown or not names:
         parser.error(f"unknown --attn-fns {unknown}; choose from {', '.join(NAMES)}")
-    if args.updates < 1 or args.train_size < 1:
-        parser.error("--updates and --train-size must be positive")
+    if min(args.updates, args.train_size, args.eval_size) < 1:
+        parser.error("--updates, --train-size and --eval-size must be positive")
 
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
     start = time.time()
     print(f"[demo] synthetic corpus ({args.train_size} training pairs) -> {args.work_dir}",
           flush=True)
-    raw = args.work_dir / f"raw-{args.train_size}"
-    write_corpus(raw, train=args.train_size)
-    data = Path(binarize(raw, args.work_dir / f"bin-{args.train_size}"))
+    sizes = f"{args.train_size}-{args.eval_size}"
+    raw = args.work_dir / f"raw-{sizes}"
+    write_corpus(raw, train=args.train_size, valid=args.eval_size, test=args.eval_size)
+    data = Path(binarize(raw, args.work_dir / f"bin-{sizes}"))
     references = (raw / "test.tgt").read_text().splitlines()
 
     rows = []

@@ -32,7 +32,7 @@ def fairseq_command(name: str) -> List[str]:
 @dataclass
 class TrainResult:
     checkpoint: Path
-    words_per_second: float  # median over logging intervals
+    words_per_second: float  # median over logging intervals (over epochs if none)
     valid_loss: Optional[float]  # last validation, base 2 as fairseq prints it
     updates: int
     log: Path
@@ -57,7 +57,7 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
     cmd = [*fairseq_command("fairseq-train"), str(data), "--user-dir", str(PLUGIN_DIR),
            "--save-dir", str(save_dir), "--max-update", str(max_update),
            "--log-format", "json", "--no-progress-bar", *flags]
-    wps, valid_loss, updates = [], None, 0
+    wps, epoch_wps, valid_loss, updates = [], [], None, 0
     with open(log, "w") as out, tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env)
@@ -75,13 +75,15 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
                 valid_loss = float(record["valid_loss"])
             elif kind == "train":
                 updates = int(record["train_num_updates"])
+                epoch_wps.append(float(record["train_wps"]))
         bar.update(max_update - bar.n)
     if proc.wait() != 0:
         _fail("fairseq-train", log)
-    if not wps:
-        raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
     if skip_first_interval and len(wps) > 1:
         wps = wps[1:]
+    wps = wps or epoch_wps  # a run shorter than one logging interval
+    if not wps:
+        raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
     return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps), valid_loss,
                        updates, log)
 

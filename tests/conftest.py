@@ -8,6 +8,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+PLUGIN = str(REPO / "sparse_attn_plugin")  # --user-dir, whatever the working directory
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from fairseq import options, tasks
 
+from conftest import PLUGIN
+
 TINY = [
     "--encoder-layers", "2", "--decoder-layers", "2",
     "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
@@ -13,7 +15,7 @@ TINY = [
 
 def parse(data, arch="sparse_transformer", extra=()):
     parser = options.get_training_parser()
-    argv = [str(data), "--user-dir", "sparse_attn_plugin", "--arch", arch, "--cpu", *TINY, *extra]
+    argv = [str(data), "--user-dir", PLUGIN, "--arch", arch, "--cpu", *TINY, *extra]
     return options.parse_args_and_arch(parser, argv)
 
 

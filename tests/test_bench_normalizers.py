@@ -27,7 +27,8 @@ def test_quick_run_writes_complete_tables(tmp_path):
     bench = load_bench()
     threads = torch.get_num_threads()
     try:  # one thread: a busy machine stalls multi-threaded ops far more
-        bench.main(["--quick", "--device", "cpu", "--threads", "1", "--out", str(tmp_path)])
+        bench.main(["--quick", "--profile", "--device", "cpu", "--threads", "1",
+                    "--out", str(tmp_path)])
     finally:
         torch.set_num_threads(threads)
     md = (tmp_path / "normalizers.md").read_text()
@@ -53,4 +54,5 @@ def test_quick_run_writes_complete_tables(tmp_path):
                 for key in ("median_s", "time_ratio", "throughput_ratio"):
                     assert math.isfinite(cell[key]) and cell[key] > 0, (mode, label, name, key)
                 assert math.isclose(cell["time_ratio"] * cell["throughput_ratio"], 1.0)
+    assert "## Where the time goes" in md and "share of self CPU time" in md
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes left no temp files behind

@@ -11,7 +11,7 @@ from fairseq import checkpoint_utils
 
 from sparse_attn_plugin.normalizers import NAMES
 
-from conftest import BIN, fairseq_env
+from conftest import BIN, PLUGIN, fairseq_env
 from models import TINY
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -25,7 +25,7 @@ def run(cmd, check=True):
 
 
 def train(data, save_dir, *flags, updates=8):
-    run([BIN / "fairseq-train", data, "--user-dir", "sparse_attn_plugin", "--arch",
+    run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--arch",
          "sparse_transformer", "--cpu", *TINY, "--optimizer", "adam", "--lr", "5e-3",
          "--max-tokens", "1000", "--max-update", updates, "--save-dir", save_dir,
          "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", *flags])
@@ -33,7 +33,7 @@ def train(data, save_dir, *flags, updates=8):
 
 
 def generate(data, checkpoint, *flags):
-    out = run([BIN / "fairseq-generate", data, "--user-dir", "sparse_attn_plugin", "--path",
+    out = run([BIN / "fairseq-generate", data, "--user-dir", PLUGIN, "--path",
                checkpoint, "--beam", "3", "--max-len-b", "30", "--batch-size", "16", "--cpu",
                *flags])
     return [line for line in out.stdout.splitlines() if line.startswith("H-")]
@@ -79,7 +79,7 @@ def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_pat
     common = ["--attn-fn", "entmax_alpha", "--optimizer", "sgd", "--lr", "2.0",
               "--required-batch-size-multiple", "1", "--disable-validation",
               "--max-tokens", "500"]
-    flags = [BIN / "fairseq-train", synthetic_bin, "--user-dir", "sparse_attn_plugin", "--arch",
+    flags = [BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN, "--arch",
              "sparse_transformer", "--cpu", *TINY, "--max-update", "6", "--no-progress-bar",
              "--seed", "3", "--no-epoch-checkpoints", *common]
     single = run([*flags, "--save-dir", tmp_path / "single", "--update-freq", "2"])
@@ -111,7 +111,7 @@ def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_pat
     (["--attn-fn", "topk", "--topk", "0"], 1, "error: --topk must be >= 1, got 0"),
 ])
 def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, flags, code, message):
-    proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", "sparse_attn_plugin",
+    proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN,
                 "--arch", "sparse_transformer", "--cpu", "--max-tokens", "500",
                 "--save-dir", tmp_path, *flags],
                check=False)

@@ -1,0 +1,51 @@
+"""The demo and the training benchmark run end to end at a tiny scale and write
+complete tables (no timing is asserted: speed is only ever a ratio)."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from sparse_attn_plugin import demo
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def test_demo_writes_the_comparison(tmp_path):
+    demo.main(["--updates", "12", "--train-size", "200", "--eval-size", "30",
+               "--attn-fns", "softmax,entmax_alpha",
+               "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")])
+    rows = json.loads((tmp_path / "out" / "demo.json").read_text())["rows"]
+    assert [r["attn_fn"] for r in rows] == ["softmax", "entmax_alpha"]
+    for row in rows:
+        assert 0 <= row["bleu"] <= 100 and "tok:none" in row["bleu_signature"]
+        assert row["valid_loss"] > 0 and row["updates"] == 12
+        assert set(row["zero_fraction"]) == {"encoder_self", "decoder_self", "decoder_cross"}
+    assert rows[0]["zero_fraction"]["encoder_self"] == 0  # softmax is dense
+    assert len(rows[1]["alphas"]["decoder_cross"]) == 2 * 4  # layers x heads
+    table = (tmp_path / "out" / "README.md").read_text()
+    assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
+
+
+def test_demo_rejects_unknown_normaliser(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        demo.main(["--attn-fns", "softmax,nope", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and "unknown --attn-fns ['nope']" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_training_benchmark_writes_ratios(tmp_path):
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_training.py"
+    spec = importlib.util.spec_from_file_location("bench_training", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--out", str(tmp_path), "--models", "demo", "--attn-fns", "softmax,topk",
+                "--updates", "10", "--test-size", "10", "--length", "5"])
+    data = json.loads((tmp_path / "training.json").read_text())
+    for measure in ("words_per_second", "sentences_per_second"):
+        values = data[measure]["demo"]
+        assert set(values) == {"softmax", "topk"}
+        assert all(v > 0 and math.isfinite(v) for v in values.values())
+    assert "| topk |" in (tmp_path / "training.md").read_text()

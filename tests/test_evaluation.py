@@ -1,0 +1,58 @@
+"""BLEU equals sacrebleu's own command line; fairseq-generate output is read in id order."""
+
+import subprocess
+import sys
+
+import pytest
+
+from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output
+
+GENERATE_OUTPUT = """\
+S-1\tdie katze
+T-1\tthe cat
+H-1\t-0.5\tthe cat
+D-1\t-0.5\tthe cat
+P-1\t-0.1 -0.2 -0.3
+S-0\tein hund bellt
+T-0\ta dog barks
+H-0\t-0.25\ta dog barked
+INFO:fairseq_cli.generate:Translated 2 sentences (7 tokens) in 0.1s (20.0 sentences/s)
+S-2\tleer
+T-2\tempty
+H-2\t-1.5\t
+"""
+
+
+def test_generate_output_is_sorted_by_id():
+    out = read_generate_output(GENERATE_OUTPUT.splitlines())
+    assert out.ids == [0, 1, 2]
+    assert out.hypotheses == ["a dog barked", "the cat", ""]
+    assert out.references == ["a dog barks", "the cat", "empty"]
+    assert out.sources == ["ein hund bellt", "die katze", "leer"]
+    assert out.scores == [-0.25, -0.5, -1.5]
+
+
+def test_generate_output_without_hypotheses_is_an_error():
+    with pytest.raises(ValueError, match="no hypotheses"):
+        read_generate_output(["S-0\tx", "T-0\ty"])
+    with pytest.raises(ValueError, match=r"without a hypothesis: \[1\]"):
+        read_generate_output(["S-0\tx", "H-0\t-1\tx", "S-1\ty"])
+
+
+@pytest.mark.parametrize("tokenize,lowercase", [("none", False), ("13a", True)])
+def test_bleu_equals_sacrebleu_cli(tmp_path, tokenize, lowercase):
+    hyps = ["the cat sat on the mat .", "a dog barked loudly", "Hello , world"]
+    refs = ["the cat sat on a mat .", "the dog barked loudly", "hello , world !"]
+    (tmp_path / "hyp").write_text("\n".join(hyps) + "\n")
+    (tmp_path / "ref").write_text("\n".join(refs) + "\n")
+    cmd = [sys.executable, "-m", "sacrebleu", str(tmp_path / "ref"), "-i", str(tmp_path / "hyp"),
+           "-tok", tokenize, "-b", "-w", "6"] + (["-lc"] if lowercase else [])
+    cli = float(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    ours = corpus_bleu(hyps, refs, tokenize=tokenize, lowercase=lowercase)
+    assert round(ours.score, 6) == pytest.approx(cli, abs=1e-6)
+    assert f"tok:{tokenize}" in ours.signature and ("case:lc" in ours.signature) == lowercase
+
+
+def test_bleu_rejects_mismatched_counts():
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        corpus_bleu(["a", "b"], ["a"])
