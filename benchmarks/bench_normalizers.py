@@ -136,9 +136,7 @@ def markdown(results, labels, args, command):
         for name in NAMES:
             cells = [f"{results[mode][lab][name]['throughput_ratio']:.2f}" for lab in labels]
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {PAPER[name][col]:.2f} |")
-        soft = [f"{results[mode][lab]['softmax']['median_s'] * 1e3:.3f}" for lab in labels]
-        lines += ["", "softmax median ms per call: " + ", ".join(
-            f"{lab} {ms}" for lab, ms in zip(labels, soft)), ""]
+        lines.append("")
     return "\n".join(lines)
 
 

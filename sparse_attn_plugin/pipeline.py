@@ -46,13 +46,17 @@ def _fail(what: str, log: Path):
 def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
           desc: str = "train", env: Optional[dict] = None,
           skip_first_interval: bool = False) -> TrainResult:
-    """Run fairseq-train with the plugin; show a progress bar over updates.
+    """Train from scratch with fairseq-train and the plugin; show a progress bar.
 
+    Checkpoints already in ``save_dir`` are deleted first: fairseq-train would
+    otherwise resume from ``checkpoint_last.pt`` and a re-run would train nothing.
     ``skip_first_interval`` leaves the first logging interval (start-up, memory
     allocation) out of the words/s median.
     """
     save_dir = Path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
+    for stale in save_dir.glob("checkpoint*.pt"):
+        stale.unlink()
     log = save_dir / "train.log"
     cmd = [*fairseq_command("fairseq-train"), str(data), "--user-dir", str(PLUGIN_DIR),
            "--save-dir", str(save_dir), "--max-update", str(max_update),

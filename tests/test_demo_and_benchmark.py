@@ -28,6 +28,13 @@ def test_demo_writes_the_comparison(tmp_path):
     table = (tmp_path / "out" / "README.md").read_text()
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
 
+    # A re-run in the same work directory trains from scratch (fairseq would resume).
+    demo.main(["--updates", "12", "--train-size", "200", "--eval-size", "30",
+               "--attn-fns", "softmax", "--out", str(tmp_path / "again"),
+               "--work-dir", str(tmp_path / "work")])
+    again = json.loads((tmp_path / "again" / "demo.json").read_text())["rows"]
+    assert again[0]["updates"] == 12
+
 
 def test_demo_rejects_unknown_normaliser(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
