@@ -6,7 +6,8 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from sparse_attn_plugin.normalizers import FITS, NAMES, SITES
+from sparse_attn_plugin.modules import SparseMultiheadAttention
+from sparse_attn_plugin.normalizers import FITS, NAMES, SITES, build_normalizer
 
 from models import batch, build
 
@@ -164,3 +165,19 @@ def test_infeasible_settings_fail_at_start_up(synthetic_bin, flags, message):
 def test_sites_cover_the_model(synthetic_bin):
     _, model = build(synthetic_bin)
     assert {site for site, _ in attention_sites(model)} == set(SITES)
+
+
+def test_cross_attention_with_keys_shared_across_beams():
+    """fairseq may keep one copy of the encoder states per sentence for all its beam
+    hypotheses; that must equal attending to the states repeated per hypothesis."""
+    torch.manual_seed(0)
+    attn = SparseMultiheadAttention(16, 4, kdim=16, vdim=16, encoder_decoder_attention=True,
+                                    normalizer=build_normalizer("sparsemax", 4)).eval()
+    query = torch.randn(3, 4, 16)  # 3 steps, 2 sentences x 2 hypotheses
+    keys = torch.randn(5, 2, 16)  # one copy per sentence
+    shared, shared_weights = attn(query, keys, keys, static_kv=True, need_head_weights=True)
+    repeated = keys.repeat_interleave(2, dim=1)
+    expected, expected_weights = attn(query, repeated, repeated, static_kv=True,
+                                      need_head_weights=True)
+    torch.testing.assert_close(shared, expected)
+    torch.testing.assert_close(shared_weights, expected_weights)
