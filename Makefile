@@ -17,8 +17,10 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 FAIRSEQ_SPEC ?= fairseq-fixed==0.12.3.1
-# fairseq-fixed's real runtime needs (its metadata also pulls torchaudio, which it never uses).
-FAIRSEQ_NEEDS := hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex sacrebleu scikit-learn tqdm packaging
+# fairseq-fixed's real runtime needs (its metadata also pulls torchaudio, which it never uses);
+# tensorboardX serves --tensorboard-logdir (and silences fairseq's import-time notice).
+FAIRSEQ_NEEDS := hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex sacrebleu scikit-learn tqdm packaging \
+  tensorboardX
 STAMP := $(VENV)/.installed
 
 .PHONY: install test demo bench lint clean-venv
@@ -33,6 +35,8 @@ $(STAMP): setup.py requirements-dev.txt Makefile
 	  $(PIP) install --no-deps --no-build-isolation "$(FAIRSEQ_SPEC)"
 	$(PIP) install $(FAIRSEQ_NEEDS)
 	$(PIP) install -r requirements-dev.txt
+	# Meteor 1.5 (jar + English paraphrases) ships in pycocoevalcap; its pycocotools need is unused.
+	$(PIP) install --no-deps "pycocoevalcap==1.2"
 	$(PIP) install --no-build-isolation -e .
 	$(BIN)/python -c "import torch, fairseq, entmax, sparse_attn_plugin; print('torch', torch.__version__, '| fairseq', fairseq.__version__)"
 	touch $(STAMP)

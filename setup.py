@@ -24,6 +24,7 @@ setup(
         "console_scripts": [
             "sparse-attn-synth = data_prep.synthetic:main",
             "sparse-attn-demo = sparse_attn_plugin.demo:main",
+            "sparse-attn-score = sparse_attn_plugin.evaluation.cli:main",
         ],
     },
 )

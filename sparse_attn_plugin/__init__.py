@@ -1,13 +1,17 @@
 """sparse-attn: sparse, constrained, hard and kernel attention for fairseq.
 
 Load with ``--user-dir sparse_attn_plugin``. Importing the package registers its
-models with fairseq and lets torch>=2.6 load fairseq checkpoints.
+models with fairseq and lets torch>=2.6 load fairseq checkpoints. Without fairseq
+installed, ``normalizers`` and ``evaluation`` still work (they never import it).
 """
+
+from importlib.util import find_spec
 
 from .checkpoint_globals import allow_fairseq_checkpoint_globals
 
+__version__ = "0.1.0"
+
 allow_fairseq_checkpoint_globals()
 
-from . import models  # noqa: E402,F401  (registers sparse_transformer)
-
-__version__ = "0.1.0"
+if find_spec("fairseq") is not None:
+    from . import models  # noqa: F401  (registers sparse_transformer)

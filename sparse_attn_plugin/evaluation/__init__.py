@@ -2,5 +2,8 @@
 
 from .bleu import BleuResult, corpus_bleu
 from .generate_output import GenerateOutput, read_generate_output
+from .meteor import Meteor, MeteorResult
+from .rep import RepResult, corpus_rep
 
-__all__ = ["BleuResult", "GenerateOutput", "corpus_bleu", "read_generate_output"]
+__all__ = ["BleuResult", "GenerateOutput", "Meteor", "MeteorResult", "RepResult", "corpus_bleu",
+           "corpus_rep", "read_generate_output"]

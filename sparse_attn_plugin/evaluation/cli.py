@@ -1,0 +1,128 @@
+"""``sparse-attn-score``: BLEU, METEOR and REP of a translation in one command.
+
+    sparse-attn-score --hyp hyp.txt --ref ref.txt --metrics bleu,meteor,rep --lang en
+    sparse-attn-score --generate-output gen.out --remove-bpe subword_nmt --json scores.json
+
+Every input is read and checked before anything is scored or written: a missing,
+empty or non-UTF-8 file, or files whose line counts differ, stop with one line
+naming the files, and no output file is created.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..results_io import write_text_atomic
+from .bleu import corpus_bleu
+from .generate_output import read_generate_output
+from .meteor import Meteor
+from .rep import corpus_rep
+from .text import InputError, read_lines, remove_bpe
+
+METRICS = ("bleu", "meteor", "rep")
+
+
+def load_inputs(args):
+    """(hypotheses, references, sources or None), de-BPE'd, equal in length."""
+    if args.generate_output:
+        out = read_generate_output(read_lines(args.generate_output))
+        hyps, refs, srcs = out.hypotheses, out.references, out.sources
+        named = {"hypotheses (H)": hyps, "references (T)": refs}
+    else:
+        if not (args.hyp and args.ref):
+            raise InputError("give --hyp and --ref, or --generate-output")
+        hyps, refs = read_lines(args.hyp), read_lines(args.ref)
+        srcs = read_lines(args.src) if args.src else None
+        named = {str(args.hyp): hyps, str(args.ref): refs}
+        if srcs is not None:
+            named[str(args.src)] = srcs
+    counts = {name: len(lines) for name, lines in named.items()}
+    if len(set(counts.values())) > 1:
+        raise InputError("line counts differ: "
+                         + ", ".join(f"{name} has {n}" for name, n in counts.items()))
+    clean = [[remove_bpe(line, args.remove_bpe) for line in lines] for lines in (hyps, refs)]
+    return clean[0], clean[1], srcs
+
+
+def score(args, hyps, refs):
+    """{metric: {"score": float, ...}} and per-sentence columns."""
+    scores, per_sentence = {}, {}
+    if "bleu" in args.metrics:
+        bleu = corpus_bleu(hyps, refs, tokenize=args.tokenize, lowercase=args.lowercase)
+        scores["bleu"] = {"score": bleu.score, "signature": bleu.signature, "details": bleu.details}
+    if "meteor" in args.metrics:
+        with Meteor(args.lang) as meteor:
+            result = meteor.score(hyps, refs)
+        scores["meteor"] = {"score": result.corpus, "language": args.lang}
+        per_sentence["meteor"] = result.sentences
+    if "rep" in args.metrics:
+        rep = corpus_rep(hyps, refs)
+        scores["rep"] = {"score": rep.score, "reference_tokens": rep.reference_tokens}
+        per_sentence["rep"] = rep.sentences
+    return scores, per_sentence
+
+
+def table(scores) -> str:
+    rows = [f"{'metric':<8} {'score':>8}  details"]
+    for name, entry in scores.items():
+        detail = entry.get("signature") or (f"lang {entry['language']}" if "language" in entry
+                                            else f"{entry.get('reference_tokens')} ref tokens")
+        rows.append(f"{name.upper():<8} {entry['score']:>8.2f}  {detail}")
+    return "\n".join(rows)
+
+
+def parse_metrics(text):
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METRICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown metric(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(METRICS)}")
+    return names
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="sparse-attn-score", description=__doc__.split("\n\n")[0])
+    p.add_argument("--hyp", type=Path, help="hypotheses, one per line")
+    p.add_argument("--ref", type=Path, help="references, one per line")
+    p.add_argument("--src", type=Path, help="sources, one per line (checked for line count)")
+    p.add_argument("--generate-output", type=Path, help="fairseq-generate output (S/T/H lines)")
+    p.add_argument("--metrics", type=parse_metrics, default=["bleu", "rep"],
+                   help=f"comma-separated, from {', '.join(METRICS)} (default bleu,rep)")
+    p.add_argument("--lang", default="en", help="METEOR language preset: en, de or other")
+    p.add_argument("--tokenize", default="none",
+                   help="sacrebleu tokenizer: none (tokenised text, as the papers) or 13a")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument("--remove-bpe", nargs="?", const="subword_nmt", default=None,
+                   metavar="SCHEME", help="undo BPE first: subword_nmt (default) or sentencepiece")
+    p.add_argument("--json", type=Path, help="write the scores as JSON (- for stdout)")
+    p.add_argument("--per-sentence", type=Path, help="write per-sentence REP and METEOR (TSV)")
+    return p
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        hyps, refs, _ = load_inputs(args)
+        scores, per_sentence = score(args, hyps, refs)
+    except (InputError, ValueError, RuntimeError) as err:
+        parser.exit(1, f"sparse-attn-score: error: {err}\n")
+    print(table(scores))
+    if args.json:
+        text = json.dumps(scores, indent=2) + "\n"
+        if str(args.json) == "-":
+            sys.stdout.write(text)
+        else:
+            write_text_atomic(args.json, text)
+    if args.per_sentence:
+        columns = list(per_sentence)
+        lines = ["id\t" + "\t".join(columns)]
+        lines += [f"{i}\t" + "\t".join(str(per_sentence[c][i]) for c in columns)
+                  for i in range(len(hyps))]
+        write_text_atomic(args.per_sentence, "\n".join(lines) + "\n")
+    return scores
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""METEOR through the Meteor 1.5 jar, one Java process for a whole corpus.
+
+Meteor 1.5 (Denkowski & Lavie 2014, "Meteor Universal: Language Specific Translation
+Evaluation for Any Target Language", WMT). Hypothesis words are aligned to reference words
+by the matchers (exact, stem, synonym, paraphrase), each match type i with weight w_i;
+content (c) and function (f) words are balanced by delta:
+
+    P = sum_i w_i (delta m_i(h_c) + (1 - delta) m_i(h_f)) / (delta |h_c| + (1 - delta) |h_f|)
+    R = the same over the reference words
+    Fmean = P R / (alpha P + (1 - alpha) R)
+    Pen = gamma (chunks / matches) ** beta    (0 when all words match in a single chunk)
+    METEOR = (1 - Pen) Fmean
+
+Corpus METEOR is NOT the mean of sentence scores: the jar adds up the per-sentence statistics
+(matches, lengths, chunks) and applies the formula once ("Final score"). It is not a plain
+element-wise sum either: a sentence whose words all match in one chunk adds no chunk
+(``MeteorStats.addStats``), so a perfect system scores 100 rather than being penalised for
+one chunk per sentence. We let the jar do this addition (see the protocol below).
+
+Settings (``LANGUAGE_PRESETS``; parameters alpha beta gamma delta are the jar's own):
+
+- ``en``: ``-l en -norm``: exact stem synonym paraphrase, weights 1.0 0.6 0.8 0.6,
+  parameters 0.85 0.2 0.6 0.75; ``-norm`` lowercases and tokenises punctuation.
+- ``de``: ``-l de -norm -m "exact stem" -w "1.0 0.8"``: parameters 0.95 1.0 0.55 0.55.
+  No German paraphrase table ships with pycocoevalcap (the jar's default German setting
+  wants ``data/paraphrase-de.gz`` and fails), so German uses exact and stem matches only.
+- ``other``: ``-l other -lower``: exact matches only, parameters 0.75 1.4 0.7 0.5; the text
+  is only lowercased, so give it tokenised text.
+
+Scores: the jar works in 0-1; ``MeteorResult`` reports them x100 (0-100, like BLEU).
+Protocol (``-stdio``): ``SCORE ||| ref ||| hyp`` answers one line of statistics;
+``EVAL ||| s_1 ||| ... ||| s_k`` answers k sentence scores and then the score of the added
+statistics (k + 1 lines; a single ``EVAL ||| s`` answers two equal lines). ``score`` sends all
+SCORE lines, then one EVAL line with all statistics: two round trips per call. ``|||``
+inside a text becomes ``| | |``, line breaks become spaces.
+"""
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+JAVA_MISSING = "METEOR needs Java: install a JRE (e.g. apt-get install default-jre-headless)"
+JAR_MISSING = "Meteor 1.5 jar not found: pip install --no-deps pycocoevalcap==1.2"
+LANGUAGE_PRESETS = {
+    "en": ("-l", "en", "-norm"),
+    "de": ("-l", "de", "-norm", "-m", "exact stem", "-w", "1.0 0.8"),
+    "other": ("-l", "other", "-lower"),
+}
+
+
+@dataclass(frozen=True)
+class MeteorResult:
+    corpus: float  # 0-100, from the added statistics (the jar's "Final score" x100)
+    sentences: List[float]  # 0-100, one per pair
+
+
+def find_meteor_jar() -> Path:
+    """The Meteor 1.5 jar inside the installed pycocoevalcap package (not imported)."""
+    spec = importlib.util.find_spec("pycocoevalcap")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        jar = Path(root) / "meteor" / "meteor-1.5.jar"
+        if jar.is_file():
+            return jar
+    raise FileNotFoundError(JAR_MISSING)
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"[\r\n]+", " ", text).replace("|||", "| | |")
+
+
+def _collect(stream, lines: deque) -> None:
+    for line in stream:
+        lines.append(line.rstrip())
+
+
+class Meteor:
+    """One ``java -jar meteor-1.5.jar - - -stdio`` process; use as a context manager."""
+
+    def __init__(self, language: str = "en", jar: Optional[Path] = None, memory: str = "2G"):
+        if language not in LANGUAGE_PRESETS:
+            presets = "; ".join(f"{k}: {' '.join(v)}" for k, v in LANGUAGE_PRESETS.items())
+            raise ValueError(f"unknown METEOR language {language!r}; presets are {presets}")
+        java = shutil.which("java")
+        if java is None:
+            raise RuntimeError(JAVA_MISSING)
+        jar = Path(jar) if jar is not None else find_meteor_jar()
+        command = [java, f"-Xmx{memory}", "-jar", str(jar), "-", "-", "-stdio"]
+        self.language = language
+        self._lock = threading.Lock()
+        self._stderr: deque = deque(maxlen=100)
+        self._proc = subprocess.Popen(
+            command + list(LANGUAGE_PRESETS[language]), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8", errors="replace")
+        # The thread must not hold ``self``, or ``__del__`` would never run.
+        self._drain = threading.Thread(target=_collect, args=(self._proc.stderr, self._stderr),
+                                       daemon=True)
+        self._drain.start()
+
+    def score(self, hypotheses: Sequence[str], references: Sequence[str]) -> MeteorResult:
+        """Sentence and corpus METEOR (0-100) of ``hypotheses`` against one reference each."""
+        if len(hypotheses) != len(references):
+            raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+        if not hypotheses:
+            raise ValueError("no sentences to score")
+        lines = [f"SCORE ||| {_clean(r)} ||| {_clean(h)}\n" for h, r in zip(hypotheses, references)]
+        with self._lock:
+            stats = self._exchange("".join(lines), len(lines))
+            scores = [float(x) for x in self._exchange(f"EVAL ||| {' ||| '.join(stats)}\n",
+                                                       len(stats) + 1)]
+        return MeteorResult(100 * scores[-1], [100 * s for s in scores[:-1]])
+
+    def _exchange(self, text: str, n_answers: int) -> List[str]:
+        """Writes ``text`` from a second thread while reading ``n_answers`` lines, so neither
+        side blocks on a full pipe."""
+        writer = threading.Thread(target=self._write, args=(text,), daemon=True)
+        writer.start()
+        answers = [self._read_line() for _ in range(n_answers)]
+        writer.join()
+        return answers
+
+    def _write(self, text: str) -> None:
+        try:
+            self._proc.stdin.write(text)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # the reader sees the end of stdout and reports the jar's error
+
+    def _read_line(self) -> str:
+        line = self._proc.stdout.readline()
+        if not line:
+            raise self._died()
+        if not re.fullmatch(r"[0-9.eE+\-\s]+", line):  # e.g. "Error: specify hypothesis ..."
+            raise RuntimeError(f"Meteor answered: {line.strip()}")
+        return line.strip()
+
+    def _died(self) -> RuntimeError:
+        try:
+            code = self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._drain.join(timeout=5)
+        # The last line that is not a Java stack frame ("\tat ...") names the error.
+        messages = [line for line in self._stderr if line.strip() and not line[:1].isspace()]
+        last = messages[-1] if messages else "no message on stderr"
+        return RuntimeError(f"Meteor (java) stopped, exit code {code}: {last}")
+
+    def close(self) -> None:
+        """Ends the Java process (also on ``__exit__`` and garbage collection)."""
+        proc = getattr(self, "_proc", None)
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> "Meteor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,39 @@
+"""Reading evaluation inputs: whole files checked up front, BPE removed as fairseq does."""
+
+from pathlib import Path
+from typing import List, Optional
+
+
+class InputError(ValueError):
+    """Bad evaluation input; the message is one line naming the file."""
+
+
+def read_lines(path) -> List[str]:
+    """The lines of a UTF-8 text file (without newlines); one-line errors for a missing,
+    unreadable, non-UTF-8 or empty file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except UnicodeDecodeError as err:
+        line = err.object.count(b"\n", 0, err.start) + 1
+        raise InputError(f"{path}: line {line} is not UTF-8 ({err.reason})") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    if not text.strip():
+        raise InputError(f"{path}: file is empty")
+    return text.splitlines()
+
+
+def remove_bpe(line: str, scheme: Optional[str]) -> str:
+    """Undo subword segmentation like fairseq's ``--remove-bpe`` / ``--post-process``:
+    ``subword_nmt`` (or ``@@ ``) joins ``@@ ``-continued pieces, ``sentencepiece``
+    joins pieces and turns ``▁`` into spaces; ``None`` leaves the line as it is."""
+    if scheme is None:
+        return line
+    if scheme in ("subword_nmt", "@@ "):
+        return (line + " ").replace("@@ ", "").rstrip()
+    if scheme == "sentencepiece":
+        return line.replace(" ", "").replace("\u2581", " ").strip()
+    raise InputError(f"unknown BPE scheme {scheme!r}; use subword_nmt or sentencepiece")

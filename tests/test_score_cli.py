@@ -1,0 +1,91 @@
+"""sparse-attn-score: tables and JSON from files or fairseq-generate output; bad input
+stops with one line and writes nothing."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from sparse_attn_plugin.evaluation import Meteor, corpus_bleu
+from sparse_attn_plugin.evaluation.cli import main
+from sparse_attn_plugin.evaluation.rep import corpus_rep
+from sparse_attn_plugin.evaluation.text import remove_bpe
+
+from conftest import BIN
+
+HYPS = ["the cat sat on the mat .", "a dog a dog barked", "very very good"]
+REFS = ["the cat sat on a mat .", "the dog barked", "very good"]
+
+
+@pytest.fixture
+def files(tmp_path):
+    for name, lines in (("hyp", HYPS), ("ref", REFS), ("src", ["x", "y", "z"])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_scores_files_and_writes_json_and_per_sentence(files, capsys):
+    scores = main(["--hyp", str(files / "hyp"), "--ref", str(files / "ref"), "--src",
+                   str(files / "src"), "--metrics", "bleu,rep", "--json", str(files / "s.json"),
+                   "--per-sentence", str(files / "per.tsv")])
+    assert scores["bleu"]["score"] == pytest.approx(corpus_bleu(HYPS, REFS).score)
+    assert scores["rep"]["score"] == pytest.approx(corpus_rep(HYPS, REFS).score)
+    printed = capsys.readouterr().out
+    assert "BLEU" in printed and "tok:none" in printed and "REP" in printed
+    assert json.loads((files / "s.json").read_text())["rep"]["score"] == scores["rep"]["score"]
+    rows = (files / "per.tsv").read_text().splitlines()
+    assert rows[0] == "id\trep" and rows[2] == "1\t2"  # "a dog" repeated, absent from the ref
+
+
+def test_reads_fairseq_generate_output_and_removes_bpe(tmp_path):
+    gen = tmp_path / "gen.out"
+    dog, cat = "the d@@ og bark@@ ed at me", "the c@@ at sat on it"
+    gen.write_text(f"S-1\tb\nT-1\t{dog}\nH-1\t-0.3\t{dog}\nS-0\ta\nT-0\t{cat}\nH-0\t-0.2\t{cat}\n")
+    scores = main(["--generate-output", str(gen), "--remove-bpe", "--metrics", "bleu"])
+    assert scores["bleu"]["score"] == pytest.approx(100.0)
+
+
+def test_bpe_removal_matches_fairseq():
+    from fairseq.data.data_utils import post_process
+
+    for line in ["the c@@ at sat", "a@@ b@@ c d", "plain words", ""]:
+        assert remove_bpe(line, "subword_nmt") == post_process(line, "subword_nmt")
+    piece = "\u2581the \u2581c at \u2581sat"
+    assert remove_bpe(piece, "sentencepiece") == post_process(piece, "sentencepiece")
+
+
+@pytest.mark.parametrize("setup,message", [
+    (lambda d: (d / "ref").write_text("a\nb\n"),
+     "line counts differ: {d}/hyp has 3, {d}/ref has 2"),
+    (lambda d: (d / "ref").unlink(), "{d}/ref: no such file"),
+    (lambda d: (d / "ref").write_text("\n \n"), "{d}/ref: file is empty"),
+    (lambda d: (d / "ref").write_bytes(b"ok\n\xff\xfe bad\nok\n"),
+     "{d}/ref: line 2 is not UTF-8 (invalid start byte)"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(files, setup, message):
+    setup(files)
+    proc = subprocess.run([BIN / "sparse-attn-score", "--hyp", files / "hyp", "--ref",
+                           files / "ref", "--json", files / "out.json"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "sparse-attn-score: error: " + message.format(d=files)
+    assert not (files / "out.json").exists()
+
+
+def test_unknown_metric_is_an_argument_error(files, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--hyp", str(files / "hyp"), "--ref", str(files / "ref"), "--metrics", "bleu,cider"])
+    assert exit_info.value.code == 2 and "unknown metric(s) cider" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
+def test_meteor_through_the_cli_equals_the_driver(files):
+    scores = main(["--hyp", str(files / "hyp"), "--ref", str(files / "ref"), "--metrics",
+                   "meteor,rep", "--per-sentence", str(files / "per.tsv")])
+    with Meteor("en") as meteor:
+        direct = meteor.score(HYPS, REFS)
+    assert scores["meteor"]["score"] == pytest.approx(direct.corpus, abs=1e-9)
+    rows = [line.split("\t") for line in (files / "per.tsv").read_text().splitlines()]
+    assert rows[0] == ["id", "meteor", "rep"]
+    assert [float(r[1]) for r in rows[1:]] == pytest.approx(direct.sentences, abs=1e-9)
