@@ -3,9 +3,10 @@
 Builds the bundled synthetic corpus, trains one small transformer per normaliser
 with ``fairseq-train`` (same settings, same number of updates), translates the
 test set with ``fairseq-generate`` (beam 5) and reports per model: BLEU with
-sacrebleu's signature, validation loss, the fraction of exactly-zero attention
-weights per site, learned alpha per site, and training words/s and generation
-sentences/s as ratios to softmax measured in the same run. Writes
+sacrebleu's signature, METEOR (Meteor 1.5, ``other`` preset: the toy target
+language has no stems or paraphrases) and REP, validation loss, the fraction of
+exactly-zero attention weights per site, learned alpha per site, and training
+words/s and generation sentences/s as ratios to softmax measured in the same run. Writes
 ``results/demo/README.md`` and ``results/demo/demo.json``.
 """
 
@@ -22,7 +23,7 @@ import torch
 from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
-from .evaluation import corpus_bleu
+from .evaluation import Meteor, corpus_bleu, corpus_rep
 from .normalizers import NAMES, SITES
 from .provenance import REPO_ROOT, provenance_header
 from .results_io import markdown_table, write_json_atomic, write_text_atomic
@@ -63,19 +64,22 @@ def site_statistics(checkpoint: Path, subset: str = "test"):
     return attention_statistics(models[0], batches)
 
 
-def run_one(name, data, work, updates, reference_lines):
+def run_one(name, data, work, updates, reference_lines, meteor):
     train_flags = [*MODEL_FLAGS, *device_flags(), "--attn-fn", name,
                    "--validate-interval-updates", str(updates)]
     trained = pipeline.train(data, work / name, train_flags, updates, desc=f"{name:>12} train")
     generated = pipeline.generate(data, trained.checkpoint, [*GENERATE_FLAGS, *device_flags()],
                                   work / name / "generate.log")
-    bleu = corpus_bleu(generated.output.hypotheses,
-                       [reference_lines[i] for i in generated.output.ids])
+    hypotheses = generated.output.hypotheses
+    references = [reference_lines[i] for i in generated.output.ids]
+    bleu = corpus_bleu(hypotheses, references)
     stats = site_statistics(trained.checkpoint)
     return {
         "attn_fn": name,
         "bleu": bleu.score,
         "bleu_signature": bleu.signature,
+        "meteor": meteor.score(hypotheses, references).corpus if meteor else None,
+        "rep": corpus_rep(hypotheses, references).score,
         "valid_loss": trained.valid_loss,
         "train_words_per_second": trained.words_per_second,
         "generate_sentences_per_second": generated.sentences_per_second,
@@ -100,10 +104,12 @@ def _alpha_cell(alphas):
 def render(rows, settings, command):
     base = next((r for r in rows if r["attn_fn"] == "softmax"), None)
     table = markdown_table(
-        ["attention", "BLEU", "valid loss", "zero weights enc-self / dec-self / cross",
+        ["attention", "BLEU", "METEOR", "REP", "valid loss",
+         "zero weights enc-self / dec-self / cross",
          "learned alpha: mean [min, max]", "train words/s ÷ softmax",
          "generate sent/s ÷ softmax"],
         [[r["attn_fn"], f"{r['bleu']:.2f}",
+          "n/a" if r["meteor"] is None else f"{r['meteor']:.2f}", f"{r['rep']:.2f}",
           "n/a" if r["valid_loss"] is None else f"{r['valid_loss']:.3f}",
           " / ".join(f"{100 * r['zero_fraction'].get(s, math.nan):.1f}%" for s in SITES),
           _alpha_cell(r["alphas"]),
@@ -116,7 +122,9 @@ def render(rows, settings, command):
         f"{provenance_header(command)}\n"
         f"Settings: {settings}. Every model has the same architecture, data, seed and number "
         "of updates; only `--attn-fn` differs. BLEU is tokenised BLEU on the test set "
-        f"(`{signature}`); zero weights are the share of exactly-zero attention weights among "
+        f"(`{signature}`); METEOR is Meteor 1.5 with `-l other -lower`; REP counts "
+        "repeated bigrams not in the reference (x100 over reference tokens, lower is "
+        "better); zero weights are the share of exactly-zero attention weights among "
         "unmasked keys, teacher-forced on the test set; speed columns are ratios to softmax "
         "measured in this run (fairseq's median training words/s, and generation "
         "sentences/s).\n\n" + table)
@@ -151,12 +159,21 @@ def main(argv=None):
     data = Path(binarize(raw, args.work_dir / f"bin-{sizes}"))
     references = (raw / "test.tgt").read_text().splitlines()
 
+    try:
+        meteor = Meteor("other")
+    except (RuntimeError, FileNotFoundError) as err:
+        print(f"[demo] METEOR skipped: {err}", flush=True)
+        meteor = None
     rows = []
-    for i, name in enumerate(names, 1):
-        print(f"[demo] {i}/{len(names)} {name}: train {args.updates} updates, generate, "
-              "measure", flush=True)
-        rows.append(run_one(name, data, args.work_dir, args.updates, references))
-        print(f"[demo]     BLEU {rows[-1]['bleu']:.2f}", flush=True)
+    try:
+        for i, name in enumerate(names, 1):
+            print(f"[demo] {i}/{len(names)} {name}: train {args.updates} updates, generate, "
+                  "measure", flush=True)
+            rows.append(run_one(name, data, args.work_dir, args.updates, references, meteor))
+            print(f"[demo]     BLEU {rows[-1]['bleu']:.2f}", flush=True)
+    finally:
+        if meteor:
+            meteor.close()
 
     given = sys.argv[1:] if argv is None else argv
     command = " ".join(["python -m sparse_attn_plugin.demo", *map(shlex.quote, given)])

@@ -21,6 +21,7 @@ def test_demo_writes_the_comparison(tmp_path):
     assert [r["attn_fn"] for r in rows] == ["softmax", "entmax_alpha"]
     for row in rows:
         assert 0 <= row["bleu"] <= 100 and "tok:none" in row["bleu_signature"]
+        assert 0 <= row["meteor"] <= 100 and row["rep"] >= 0
         assert row["valid_loss"] > 0 and row["updates"] == 12
         assert set(row["zero_fraction"]) == {"encoder_self", "decoder_self", "decoder_cross"}
     assert rows[0]["zero_fraction"]["encoder_self"] == 0  # softmax is dense
