@@ -19,12 +19,14 @@ setup(
         "entmax>=1.3",
         "sacrebleu>=2.3",
         "tqdm",
+        "sil-thot>=3.5.3",
     ],
     entry_points={
         "console_scripts": [
             "sparse-attn-synth = data_prep.synthetic:main",
             "sparse-attn-demo = sparse_attn_plugin.demo:main",
             "sparse-attn-score = sparse_attn_plugin.evaluation.cli:main",
+            "sparse-attn-align = sparse_attn_plugin.evaluation.align_cli:main",
         ],
     },
 )

@@ -4,7 +4,8 @@ Builds the bundled synthetic corpus, trains one small transformer per normaliser
 with ``fairseq-train`` (same settings, same number of updates), translates the
 test set with ``fairseq-generate`` (beam 5) and reports per model: BLEU with
 sacrebleu's signature, METEOR (Meteor 1.5, ``other`` preset: the toy target
-language has no stems or paraphrases) and REP, validation loss, the fraction of
+language has no stems or paraphrases), REP and DROP (a fast_align model trained on the
+training pairs, forward alignments), validation loss, the fraction of
 exactly-zero attention weights per site, learned alpha per site, and training
 words/s and generation sentences/s as ratios to softmax measured in the same run. Writes
 ``results/demo/README.md`` and ``results/demo/demo.json``.
@@ -24,6 +25,8 @@ from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
 from .evaluation import Meteor, corpus_bleu, corpus_rep
+from .evaluation.aligner import train_aligner
+from .evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
 from .normalizers import NAMES, SITES
 from .provenance import REPO_ROOT, provenance_header
 from .results_io import markdown_table, write_json_atomic, write_text_atomic
@@ -64,14 +67,15 @@ def site_statistics(checkpoint: Path, subset: str = "test"):
     return attention_statistics(models[0], batches)
 
 
-def run_one(name, data, work, updates, reference_lines, meteor):
+def run_one(name, data, work, updates, corpus, meteor, aligner):
     train_flags = [*MODEL_FLAGS, *device_flags(), "--attn-fn", name,
                    "--validate-interval-updates", str(updates)]
     trained = pipeline.train(data, work / name, train_flags, updates, desc=f"{name:>12} train")
     generated = pipeline.generate(data, trained.checkpoint, [*GENERATE_FLAGS, *device_flags()],
                                   work / name / "generate.log")
     hypotheses = generated.output.hypotheses
-    references = [reference_lines[i] for i in generated.output.ids]
+    references = [corpus["test.tgt"][i] for i in generated.output.ids]
+    sources = [corpus["test.src"][i] for i in generated.output.ids]
     bleu = corpus_bleu(hypotheses, references)
     stats = site_statistics(trained.checkpoint)
     return {
@@ -80,6 +84,8 @@ def run_one(name, data, work, updates, reference_lines, meteor):
         "bleu_signature": bleu.signature,
         "meteor": meteor.score(hypotheses, references).corpus if meteor else None,
         "rep": corpus_rep(hypotheses, references).score,
+        "drop": corpus_drop(aligner, sources, hypotheses, references,
+                            symmetrize=RECOMMENDED_SYMMETRIZATION).score,
         "valid_loss": trained.valid_loss,
         "train_words_per_second": trained.words_per_second,
         "generate_sentences_per_second": generated.sentences_per_second,
@@ -104,12 +110,13 @@ def _alpha_cell(alphas):
 def render(rows, settings, command):
     base = next((r for r in rows if r["attn_fn"] == "softmax"), None)
     table = markdown_table(
-        ["attention", "BLEU", "METEOR", "REP", "valid loss",
+        ["attention", "BLEU", "METEOR", "REP", "DROP", "valid loss",
          "zero weights enc-self / dec-self / cross",
          "learned alpha: mean [min, max]", "train words/s ÷ softmax",
          "generate sent/s ÷ softmax"],
         [[r["attn_fn"], f"{r['bleu']:.2f}",
           "n/a" if r["meteor"] is None else f"{r['meteor']:.2f}", f"{r['rep']:.2f}",
+          f"{r['drop']:.2f}",
           "n/a" if r["valid_loss"] is None else f"{r['valid_loss']:.3f}",
           " / ".join(f"{100 * r['zero_fraction'].get(s, math.nan):.1f}%" for s in SITES),
           _alpha_cell(r["alphas"]),
@@ -124,10 +131,12 @@ def render(rows, settings, command):
         "of updates; only `--attn-fn` differs. BLEU is tokenised BLEU on the test set "
         f"(`{signature}`); METEOR is Meteor 1.5 with `-l other -lower`; REP counts "
         "repeated bigrams not in the reference (x100 over reference tokens, lower is "
-        "better); zero weights are the share of exactly-zero attention weights among "
-        "unmasked keys, teacher-forced on the test set; speed columns are ratios to softmax "
-        "measured in this run (fairseq's median training words/s, and generation "
-        "sentences/s).\n\n" + table)
+        "better); DROP is the share of aligned source words left unaligned by the "
+        f"translation (fast_align, `{RECOMMENDED_SYMMETRIZATION}` alignments, which track "
+        "true drops on this corpus; lower is better); zero weights are the share of "
+        "exactly-zero attention weights among unmasked keys, teacher-forced on the test "
+        "set; speed columns are ratios to softmax measured in this run (fairseq's median "
+        "training words/s, and generation sentences/s).\n\n" + table)
 
 
 def main(argv=None):
@@ -157,7 +166,10 @@ def main(argv=None):
     raw = args.work_dir / f"raw-{sizes}"
     write_corpus(raw, train=args.train_size, valid=args.eval_size, test=args.eval_size)
     data = Path(binarize(raw, args.work_dir / f"bin-{sizes}"))
-    references = (raw / "test.tgt").read_text().splitlines()
+    corpus = {name: (raw / name).read_text().splitlines()
+              for name in ("train.src", "train.tgt", "test.src", "test.tgt")}
+    print("[demo] training the DROP word aligner", flush=True)
+    aligner = train_aligner(corpus["train.src"], corpus["train.tgt"])
 
     try:
         meteor = Meteor("other")
@@ -169,7 +181,8 @@ def main(argv=None):
         for i, name in enumerate(names, 1):
             print(f"[demo] {i}/{len(names)} {name}: train {args.updates} updates, generate, "
                   "measure", flush=True)
-            rows.append(run_one(name, data, args.work_dir, args.updates, references, meteor))
+            rows.append(run_one(name, data, args.work_dir, args.updates, corpus, meteor,
+                                aligner))
             print(f"[demo]     BLEU {rows[-1]['bleu']:.2f}", flush=True)
     finally:
         if meteor:

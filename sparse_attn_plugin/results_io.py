@@ -14,6 +14,7 @@ def write_text_atomic(path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w") as out:
             out.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are for everyone to read
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

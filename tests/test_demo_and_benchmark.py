@@ -21,7 +21,7 @@ def test_demo_writes_the_comparison(tmp_path):
     assert [r["attn_fn"] for r in rows] == ["softmax", "entmax_alpha"]
     for row in rows:
         assert 0 <= row["bleu"] <= 100 and "tok:none" in row["bleu_signature"]
-        assert 0 <= row["meteor"] <= 100 and row["rep"] >= 0
+        assert 0 <= row["meteor"] <= 100 and row["rep"] >= 0 and 0 <= row["drop"] <= 100
         assert row["valid_loss"] > 0 and row["updates"] == 12
         assert set(row["zero_fraction"]) == {"encoder_self", "decoder_self", "decoder_cross"}
     assert rows[0]["zero_fraction"]["encoder_self"] == 0  # softmax is dense
@@ -44,11 +44,16 @@ def test_demo_rejects_unknown_normaliser(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def load_benchmark(name):
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_training_benchmark_writes_ratios(tmp_path):
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_training.py"
-    spec = importlib.util.spec_from_file_location("bench_training", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_training")
     bench.main(["--out", str(tmp_path), "--models", "demo", "--attn-fns", "softmax,topk",
                 "--updates", "10", "--test-size", "10", "--length", "5"])
     data = json.loads((tmp_path / "training.json").read_text())
@@ -57,3 +62,14 @@ def test_training_benchmark_writes_ratios(tmp_path):
         assert set(values) == {"softmax", "topk"}
         assert all(v > 0 and math.isfinite(v) for v in values.values())
     assert "| topk |" in (tmp_path / "training.md").read_text()
+
+
+def test_metrics_benchmark_times_every_step(tmp_path):
+    load_benchmark("bench_metrics").main(["--out", str(tmp_path), "--sentences", "100",
+                                          "--align-pairs", "300"])
+    seconds = json.loads((tmp_path / "metrics.json").read_text())["seconds"]
+    assert {"BLEU", "REP", "METEOR (after start-up)"} <= set(seconds)
+    assert any(k.startswith("aligner training") for k in seconds)
+    assert any(k.startswith("DROP") for k in seconds)
+    assert all(v > 0 and math.isfinite(v) for v in seconds.values())
+    assert "- commit: `" in (tmp_path / "metrics.md").read_text()

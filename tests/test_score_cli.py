@@ -89,3 +89,48 @@ def test_meteor_through_the_cli_equals_the_driver(files):
     rows = [line.split("\t") for line in (files / "per.tsv").read_text().splitlines()]
     assert rows[0] == ["id", "meteor", "rep"]
     assert [float(r[1]) for r in rows[1:]] == pytest.approx(direct.sentences, abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def aligned_corpus(tmp_path_factory):
+    """A small synthetic corpus, hypotheses with words deleted, and a trained aligner."""
+    from data_prep.synthetic import write_corpus
+    from sparse_attn_plugin.evaluation.aligner import train_aligner
+
+    root = tmp_path_factory.mktemp("drop")
+    write_corpus(root, train=1500, valid=10, test=60)
+    ref = (root / "test.tgt").read_text().splitlines()
+    hyp = [" ".join(w for k, w in enumerate(line.split()) if k % 5 != 2) for line in ref]
+    (root / "test.hyp").write_text("\n".join(hyp) + "\n")
+    train_aligner((root / "train.src").read_text().splitlines(),
+                  (root / "train.tgt").read_text().splitlines()).save(root / "aligner")
+    return root
+
+
+@pytest.mark.parametrize("symmetrize", ["grow-diag-final-and", "forward"])
+def test_drop_through_the_cli_equals_corpus_drop(aligned_corpus, symmetrize, capsys):
+    from sparse_attn_plugin.evaluation.aligner import Aligner
+    from sparse_attn_plugin.evaluation.drop import corpus_drop
+
+    d = aligned_corpus
+    scores = main(["--hyp", str(d / "test.hyp"), "--ref", str(d / "test.tgt"), "--src",
+                   str(d / "test.src"), "--metrics", "drop", "--aligner", str(d / "aligner"),
+                   "--symmetrize", symmetrize])
+    lines = [(d / f"test.{x}").read_text().splitlines() for x in ("src", "hyp", "tgt")]
+    direct = corpus_drop(Aligner.load(d / "aligner"), *lines, symmetrize=symmetrize)
+    assert scores["drop"]["score"] == pytest.approx(direct.score)
+    assert 0 < direct.score < 100
+    assert f"symmetrize {symmetrize}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra,message", [
+    ([], "DROP needs the sources (--src, or S lines) and --aligner MODEL_DIR"),
+    (["--aligner", "nowhere"], "nowhere: not an aligner model"),
+])
+def test_drop_without_its_inputs_is_one_clear_line(aligned_corpus, extra, message, capsys):
+    d = aligned_corpus
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--hyp", str(d / "test.hyp"), "--ref", str(d / "test.tgt"), "--src",
+              str(d / "test.src"), "--metrics", "drop", *extra])
+    assert exit_info.value.code == 1
+    assert message in capsys.readouterr().err

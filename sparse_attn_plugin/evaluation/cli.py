@@ -1,6 +1,7 @@
-"""``sparse-attn-score``: BLEU, METEOR and REP of a translation in one command.
+"""``sparse-attn-score``: BLEU, METEOR, REP and DROP of a translation in one command.
 
-    sparse-attn-score --hyp hyp.txt --ref ref.txt --metrics bleu,meteor,rep --lang en
+    sparse-attn-score --hyp hyp.txt --ref ref.txt --src src.txt \
+        --metrics bleu,meteor,rep,drop --aligner MODEL_DIR --lang en
     sparse-attn-score --generate-output gen.out --remove-bpe subword_nmt --json scores.json
 
 Every input is read and checked before anything is scored or written: a missing,
@@ -14,13 +15,15 @@ import sys
 from pathlib import Path
 
 from ..results_io import write_text_atomic
+from .aligner import DEFAULT_SYMMETRIZATION, SYMMETRIZATIONS, Aligner
 from .bleu import corpus_bleu
+from .drop import corpus_drop
 from .generate_output import read_generate_output
 from .meteor import Meteor
 from .rep import corpus_rep
 from .text import InputError, read_lines, remove_bpe
 
-METRICS = ("bleu", "meteor", "rep")
+METRICS = ("bleu", "meteor", "rep", "drop")
 
 
 def load_inputs(args):
@@ -41,11 +44,17 @@ def load_inputs(args):
     if len(set(counts.values())) > 1:
         raise InputError("line counts differ: "
                          + ", ".join(f"{name} has {n}" for name, n in counts.items()))
-    clean = [[remove_bpe(line, args.remove_bpe) for line in lines] for lines in (hyps, refs)]
-    return clean[0], clean[1], srcs
+    if "drop" in args.metrics and (srcs is None or not args.aligner):
+        raise InputError("DROP needs the sources (--src, or S lines) and --aligner MODEL_DIR "
+                         "(train one with sparse-attn-align train)")
+    if args.aligner and not (args.aligner / "manifest.json").is_file():
+        raise InputError(f"{args.aligner}: not an aligner model (sparse-attn-align train --out)")
+    hyps, refs, srcs = ([remove_bpe(line, args.remove_bpe) for line in lines] if lines else lines
+                        for lines in (hyps, refs, srcs))
+    return hyps, refs, srcs
 
 
-def score(args, hyps, refs):
+def score(args, hyps, refs, srcs):
     """{metric: {"score": float, ...}} and per-sentence columns."""
     scores, per_sentence = {}, {}
     if "bleu" in args.metrics:
@@ -60,14 +69,25 @@ def score(args, hyps, refs):
         rep = corpus_rep(hyps, refs)
         scores["rep"] = {"score": rep.score, "reference_tokens": rep.reference_tokens}
         per_sentence["rep"] = rep.sentences
+    if "drop" in args.metrics:
+        drop = corpus_drop(Aligner.load(args.aligner), srcs, hyps, refs, symmetrize=args.symmetrize)
+        scores["drop"] = {"score": drop.score, "symmetrize": drop.symmetrize,
+                          "aligned_source_words": drop.aligned}
+        per_sentence["drop"] = [f"{dropped}/{aligned}" for dropped, aligned in drop.sentences]
     return scores, per_sentence
 
 
 def table(scores) -> str:
     rows = [f"{'metric':<8} {'score':>8}  details"]
     for name, entry in scores.items():
-        detail = entry.get("signature") or (f"lang {entry['language']}" if "language" in entry
-                                            else f"{entry.get('reference_tokens')} ref tokens")
+        if "signature" in entry:
+            detail = entry["signature"]
+        elif "language" in entry:
+            detail = f"lang {entry['language']}"
+        elif "symmetrize" in entry:
+            detail = f"symmetrize {entry['symmetrize']}"
+        else:
+            detail = f"{entry['reference_tokens']} ref tokens"
         rows.append(f"{name.upper():<8} {entry['score']:>8.2f}  {detail}")
     return "\n".join(rows)
 
@@ -95,8 +115,13 @@ def build_parser():
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     p.add_argument("--remove-bpe", nargs="?", const="subword_nmt", default=None,
                    metavar="SCHEME", help="undo BPE first: subword_nmt (default) or sentencepiece")
+    p.add_argument("--aligner", type=Path, help="DROP's word aligner (sparse-attn-align train)")
+    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=DEFAULT_SYMMETRIZATION,
+                   help="DROP's alignment symmetrisation (default: the published "
+                        "grow-diag-final-and; forward tracks true drops best, see README)")
     p.add_argument("--json", type=Path, help="write the scores as JSON (- for stdout)")
-    p.add_argument("--per-sentence", type=Path, help="write per-sentence REP and METEOR (TSV)")
+    p.add_argument("--per-sentence", type=Path,
+                   help="write per-sentence REP, METEOR and DROP (dropped/aligned) as TSV")
     return p
 
 
@@ -104,8 +129,8 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        hyps, refs, _ = load_inputs(args)
-        scores, per_sentence = score(args, hyps, refs)
+        hyps, refs, srcs = load_inputs(args)
+        scores, per_sentence = score(args, hyps, refs, srcs)
     except (InputError, ValueError, RuntimeError) as err:
         parser.exit(1, f"sparse-attn-score: error: {err}\n")
     print(table(scores))

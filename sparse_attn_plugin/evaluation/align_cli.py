@@ -1,0 +1,165 @@
+"""``sparse-attn-align``: train the fast_align word aligner, align files, write fertilities.
+
+    sparse-attn-align train --src train.de --tgt train.en --out aligner/ [--sink]
+    sparse-attn-align align --model aligner/ --src test.de --tgt test.en --out test.align
+    sparse-attn-align fertility --model aligner/ --src train.de --tgt train.en \\
+        --out-fert train.fert --out-guided guided.tsv [--slack 0]
+
+Files hold one whitespace-tokenised sentence per line. ``align`` writes Pharaoh lines
+(``i-j``, source position i, target position j, 0-based). ``fertility`` writes, per
+sentence, one integer per source token (the number of target tokens aligned to it, plus
+``--slack``), and the GUIDED table (``word<TAB>fertility``: per source word type the
+largest fertility seen, at least 1, without slack). With a ``--sink`` model the sink is
+not written: fertility lines have exactly as many numbers as the source line has tokens,
+and target words the aligner gives to the sink count for no source word.
+
+Every input is read and checked first; on an error (missing, empty or non-UTF-8 file,
+line counts that differ, an unusable model) one line goes to stderr, the exit status is 1
+and no output is created.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from ..results_io import write_text_atomic
+from .aligner import (
+    DEFAULT_SYMMETRIZATION,
+    SYMMETRIZATIONS,
+    Aligner,
+    AlignerError,
+    check_model_destination,
+    format_pharaoh,
+    guided_fertilities,
+    token_fertilities,
+    train_aligner,
+)
+from .text import InputError, read_lines
+
+PROG = "sparse-attn-align"
+FERTILITY_SYMMETRIZATION = "forward"  # agrees best with gold fertilities (see tests)
+
+
+def read_parallel(src_path, tgt_path):
+    """Lines of two files that must have as many lines as each other."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise InputError(f"line counts differ: {src_path} has {len(src)} lines, "
+                         f"{tgt_path} has {len(tgt)}")
+    return src, tgt
+
+
+def cmd_train(args):
+    check_model_destination(args.out)
+    src, tgt = read_parallel(args.src, args.tgt)
+    start = time.time()
+    aligner = train_aligner(src, tgt, iterations=args.iterations, sink=args.sink,
+                            progress=not args.quiet)
+    aligner.save(args.out)
+    m = aligner.manifest
+    print(f"aligner trained on {m['pairs']} pairs ({m['iterations']} iterations per direction"
+          f"{', with ' + m['sink_token'] if m['sink'] else ''}) in {time.time() - start:.1f}s; "
+          f"vocabulary {m['src_vocab_size']} source / {m['tgt_vocab_size']} target; "
+          f"saved to {args.out}", file=sys.stderr)
+
+
+def _align_files(args, symmetrize):
+    src, tgt = read_parallel(args.src, args.tgt)
+    aligner = Aligner.load(args.model)
+    return aligner, src, aligner.align_batch(src, tgt, symmetrize)
+
+
+def cmd_align(args):
+    _, _, links = _align_files(args, args.symmetrize)
+    write_text_atomic(args.out, "".join(format_pharaoh(lk) + "\n" for lk in links))
+    print(f"{len(links)} alignments ({args.symmetrize}) written to {args.out}",
+          file=sys.stderr)
+
+
+def cmd_fertility(args):
+    if args.slack < 0:
+        raise InputError(f"--slack must be non-negative, not {args.slack}")
+    _, src, links = _align_files(args, args.symmetrize)
+    raw = [token_fertilities(lk, len(s.split())) for lk, s in zip(links, src)]
+    table = guided_fertilities(src, raw)
+    fert_text = "".join(" ".join(str(f + args.slack) for f in ferts) + "\n" for ferts in raw)
+    guided_text = "".join(f"{w}\t{f}\n" for w, f in sorted(table.items()))
+    write_text_atomic(args.out_fert, fert_text)
+    write_text_atomic(args.out_guided, guided_text)
+    print(f"fertilities of {len(raw)} sentences ({args.symmetrize}, slack {args.slack}) "
+          f"written to {args.out_fert}; GUIDED table of {len(table)} types to "
+          f"{args.out_guided}", file=sys.stderr)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line and exit status 1, like every other error here."""
+
+    def error(self, message):
+        self.exit(1, f"{PROG}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser():
+    parser = _Parser(prog=PROG, description=__doc__.replace("``", ""),
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train both fast_align directions and save the model")
+    p.add_argument("--src", type=Path, required=True, help="source sentences, one per line")
+    p.add_argument("--tgt", type=Path, required=True, help="target sentences, one per line")
+    p.add_argument("--out", type=Path, required=True, help="model directory to write")
+    p.add_argument("--sink", action="store_true",
+                   help="append <SINK> to every source sentence (Malaviya et al. 2018)")
+    p.add_argument("--iterations", type=int, default=5, help="EM iterations (default 5)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("align", help="write Pharaoh alignments of a parallel text")
+    p.add_argument("--model", type=Path, required=True, help="directory written by train")
+    p.add_argument("--src", type=Path, required=True)
+    p.add_argument("--tgt", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="Pharaoh file to write")
+    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=DEFAULT_SYMMETRIZATION,
+                   help=f"default {DEFAULT_SYMMETRIZATION}")
+    p.set_defaults(func=cmd_align)
+
+    p = sub.add_parser("fertility", help="write per-token fertilities and the GUIDED table")
+    p.add_argument("--model", type=Path, required=True, help="directory written by train")
+    p.add_argument("--src", type=Path, required=True)
+    p.add_argument("--tgt", type=Path, required=True)
+    p.add_argument("--out-fert", type=Path, required=True,
+                   help="one line per sentence, one int per source token")
+    p.add_argument("--out-guided", type=Path, required=True,
+                   help="word<TAB>fertility per source word type")
+    p.add_argument("--slack", type=int, default=0,
+                   help="added to every per-token fertility (default 0)")
+    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=FERTILITY_SYMMETRIZATION,
+                   help=f"default {FERTILITY_SYMMETRIZATION}: one link per target word")
+    p.set_defaults(func=cmd_fertility)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "iterations", 1) < 1:
+        parser.exit(1, f"{PROG}: error: --iterations must be at least 1, not "
+                       f"{args.iterations}\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _show_warning
+        try:
+            args.func(args)
+        except (InputError, AlignerError, ValueError, OSError) as err:
+            message = str(err).splitlines()[0] if str(err) else type(err).__name__
+            parser.exit(1, f"{PROG}: error: {message}\n")
+    return 0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
