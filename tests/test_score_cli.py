@@ -134,3 +134,35 @@ def test_drop_without_its_inputs_is_one_clear_line(aligned_corpus, extra, messag
               str(d / "test.src"), "--metrics", "drop", *extra])
     assert exit_info.value.code == 1
     assert message in capsys.readouterr().err
+
+
+
+def test_large_inputs_show_progress_use_one_java_process_and_train_nothing(
+        aligned_corpus, monkeypatch, capsys):
+    """All four metrics: METEOR and DROP show bars, one Meteor process serves the whole
+    corpus, and the saved aligner is used as it is (no training)."""
+    from thot.alignment import FastAlignModel
+
+    from sparse_attn_plugin.evaluation import cli
+
+    started = []
+
+    class CountingMeteor(Meteor):
+        def __init__(self, *args, **kwargs):
+            started.append(self)
+            super().__init__(*args, **kwargs)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("scoring must not train the aligner")
+
+    monkeypatch.setattr(cli, "Meteor", CountingMeteor)
+    monkeypatch.setattr(cli, "PROGRESS_MIN", 10)
+    monkeypatch.setattr(FastAlignModel, "train", no_training)
+    d = aligned_corpus
+    scores = main(["--hyp", str(d / "test.hyp"), "--ref", str(d / "test.tgt"), "--src",
+                   str(d / "test.src"), "--metrics", "bleu,meteor,rep,drop", "--lang", "other",
+                   "--aligner", str(d / "aligner")])
+    assert set(scores) == {"bleu", "meteor", "rep", "drop"}
+    assert len(started) == 1
+    err = capsys.readouterr().err
+    assert "METEOR" in err and "DROP: align hypotheses" in err

@@ -24,6 +24,7 @@ from .rep import corpus_rep
 from .text import InputError, read_lines, remove_bpe
 
 METRICS = ("bleu", "meteor", "rep", "drop")
+PROGRESS_MIN = 2000  # sentences from which METEOR and DROP show progress bars
 
 
 def load_inputs(args):
@@ -57,12 +58,13 @@ def load_inputs(args):
 def score(args, hyps, refs, srcs):
     """{metric: {"score": float, ...}} and per-sentence columns."""
     scores, per_sentence = {}, {}
+    progress = len(hyps) >= PROGRESS_MIN
     if "bleu" in args.metrics:
         bleu = corpus_bleu(hyps, refs, tokenize=args.tokenize, lowercase=args.lowercase)
         scores["bleu"] = {"score": bleu.score, "signature": bleu.signature, "details": bleu.details}
     if "meteor" in args.metrics:
         with Meteor(args.lang) as meteor:
-            result = meteor.score(hyps, refs)
+            result = meteor.score(hyps, refs, progress=progress)
         scores["meteor"] = {"score": result.corpus, "language": args.lang}
         per_sentence["meteor"] = result.sentences
     if "rep" in args.metrics:
@@ -70,7 +72,8 @@ def score(args, hyps, refs, srcs):
         scores["rep"] = {"score": rep.score, "reference_tokens": rep.reference_tokens}
         per_sentence["rep"] = rep.sentences
     if "drop" in args.metrics:
-        drop = corpus_drop(Aligner.load(args.aligner), srcs, hyps, refs, symmetrize=args.symmetrize)
+        drop = corpus_drop(Aligner.load(args.aligner), srcs, hyps, refs,
+                           symmetrize=args.symmetrize, progress=progress)
         scores["drop"] = {"score": drop.score, "symmetrize": drop.symmetrize,
                           "aligned_source_words": drop.aligned}
         per_sentence["drop"] = [f"{dropped}/{aligned}" for dropped, aligned in drop.sentences]

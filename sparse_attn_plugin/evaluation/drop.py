@@ -21,12 +21,15 @@ words are missing. ``forward`` or ``intersection`` track the real rate (see
 from dataclasses import dataclass
 from typing import List, Sequence, Set, Tuple, Union
 
+from tqdm import tqdm
+
 from .aligner import DEFAULT_SYMMETRIZATION, SINK, check_symmetrize
 
 Tokens = Union[str, Sequence[str]]
 
 #: the symmetrisation whose DROP tracks the true rate on the synthetic corpus
 RECOMMENDED_SYMMETRIZATION = "forward"
+CHUNK = 5000  # sentence pairs aligned per call when a progress bar is shown
 
 
 @dataclass(frozen=True)
@@ -56,16 +59,21 @@ def _aligned_positions(links, src: List[str]) -> Set[int]:
     return {i for i, _ in links if 0 <= i < len(src) and src[i] != SINK}
 
 
-def _align_all(aligner, sources, targets, symmetrize):
+def _align_all(aligner, sources, targets, symmetrize, desc, progress):
     batch = getattr(aligner, "align_batch", None)
-    if callable(batch):
-        return batch(sources, targets, symmetrize)
-    return [aligner.align(s, t, symmetrize) for s, t in zip(sources, targets)]
+    if not callable(batch):
+        return [aligner.align(s, t, symmetrize) for s, t in zip(sources, targets)]
+    links = []
+    with tqdm(total=len(sources), desc=desc, unit="sent", disable=not progress) as bar:
+        for start in range(0, len(sources), CHUNK):
+            links += batch(sources[start:start + CHUNK], targets[start:start + CHUNK], symmetrize)
+            bar.update(min(CHUNK, len(sources) - start))
+    return links
 
 
 def corpus_drop(aligner, sources: Sequence[Tokens], hypotheses: Sequence[Tokens],
                 references: Sequence[Tokens],
-                symmetrize: str = DEFAULT_SYMMETRIZATION) -> DropResult:
+                symmetrize: str = DEFAULT_SYMMETRIZATION, progress: bool = False) -> DropResult:
     """DROP of ``hypotheses`` against ``references`` for ``sources`` (strings or tokens).
 
     ``aligner`` is any object with ``align(src_tokens, tgt_tokens, symmetrize)`` returning
@@ -85,8 +93,8 @@ def corpus_drop(aligner, sources: Sequence[Tokens], hypotheses: Sequence[Tokens]
     srcs = [_tokens(s) for s in sources]
     hyps = [_tokens(h) for h in hypotheses]
     refs = [_tokens(r) for r in references]
-    ref_links = _align_all(aligner, srcs, refs, symmetrize)
-    hyp_links = _align_all(aligner, srcs, hyps, symmetrize)
+    ref_links = _align_all(aligner, srcs, refs, symmetrize, "DROP: align references", progress)
+    hyp_links = _align_all(aligner, srcs, hyps, symmetrize, "DROP: align hypotheses", progress)
     sentences = []
     for src, hyp, r_links, h_links in zip(srcs, hyps, ref_links, hyp_links):
         covered = _aligned_positions(r_links, src)

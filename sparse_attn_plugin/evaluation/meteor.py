@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from tqdm import tqdm
+
 JAVA_MISSING = "METEOR needs Java: install a JRE (e.g. apt-get install default-jre-headless)"
 JAR_MISSING = "Meteor 1.5 jar not found: pip install --no-deps pycocoevalcap==1.2"
 LANGUAGE_PRESETS = {
@@ -102,25 +104,28 @@ class Meteor:
                                        daemon=True)
         self._drain.start()
 
-    def score(self, hypotheses: Sequence[str], references: Sequence[str]) -> MeteorResult:
-        """Sentence and corpus METEOR (0-100) of ``hypotheses`` against one reference each."""
+    def score(self, hypotheses: Sequence[str], references: Sequence[str],
+              progress: bool = False) -> MeteorResult:
+        """Sentence and corpus METEOR (0-100) of ``hypotheses`` against one reference each;
+        ``progress`` shows a bar over the sentences."""
         if len(hypotheses) != len(references):
             raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
         if not hypotheses:
             raise ValueError("no sentences to score")
         lines = [f"SCORE ||| {_clean(r)} ||| {_clean(h)}\n" for h, r in zip(hypotheses, references)]
         with self._lock:
-            stats = self._exchange("".join(lines), len(lines))
+            stats = self._exchange("".join(lines), len(lines), progress)
             scores = [float(x) for x in self._exchange(f"EVAL ||| {' ||| '.join(stats)}\n",
                                                        len(stats) + 1)]
         return MeteorResult(100 * scores[-1], [100 * s for s in scores[:-1]])
 
-    def _exchange(self, text: str, n_answers: int) -> List[str]:
+    def _exchange(self, text: str, n_answers: int, progress: bool = False) -> List[str]:
         """Writes ``text`` from a second thread while reading ``n_answers`` lines, so neither
         side blocks on a full pipe."""
         writer = threading.Thread(target=self._write, args=(text,), daemon=True)
         writer.start()
-        answers = [self._read_line() for _ in range(n_answers)]
+        answers = [self._read_line() for _ in tqdm(range(n_answers), desc="METEOR",
+                                                   unit="sent", disable=not progress)]
         writer.join()
         return answers
 
