@@ -51,6 +51,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_normalizers.py --profile --out results/bench
 	$(BIN)/python benchmarks/bench_training.py --out results/bench
 	$(BIN)/python benchmarks/bench_metrics.py --out results/bench
+	$(BIN)/python benchmarks/drop_calibration.py --out results/evaluation
 
 lint: install
 	$(BIN)/ruff check sparse_attn_plugin tests benchmarks data_prep

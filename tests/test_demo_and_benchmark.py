@@ -73,3 +73,15 @@ def test_metrics_benchmark_times_every_step(tmp_path):
     assert any(k.startswith("DROP") for k in seconds)
     assert all(v > 0 and math.isfinite(v) for v in seconds.values())
     assert "- commit: `" in (tmp_path / "metrics.md").read_text()
+
+
+def test_drop_calibration_supports_the_recommended_symmetrisation(tmp_path):
+    """The README recommends forward alignments for DROP: they must track the true
+    drop rate more closely than the published grow-diag-final-and."""
+    load_benchmark("drop_calibration").main(["--out", str(tmp_path), "--train", "1500",
+                                             "--test", "150"])
+    record = json.loads((tmp_path / "drop_calibration.json").read_text())
+    true, by_sym = record["true_drop"], record["by_symmetrization"]
+    assert 5 < true < 25
+    assert abs(by_sym["forward"]["drop"] - true) < abs(by_sym["grow-diag-final-and"]["drop"] - true)
+    assert by_sym["forward"]["aer"] < 0.1
