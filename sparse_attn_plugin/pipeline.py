@@ -6,7 +6,6 @@ they print comes from fairseq's own commands run with this plugin.
 """
 
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -116,10 +115,3 @@ def generate(data: Path, checkpoint: Path, flags: Sequence[str], log: Path,
     return GenerateResult(read_generate_output(text.splitlines()),
                           float(speed.group(1).replace(",", "")), Path(log))
 
-
-def single_thread_env(threads: int = 0) -> dict:
-    """Environment for a fairseq subprocess; ``threads`` > 0 pins OMP/MKL threads."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    if threads > 0:
-        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    return env

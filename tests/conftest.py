@@ -11,11 +11,6 @@ BIN = Path(sys.executable).parent
 PLUGIN = str(REPO / "sparse_attn_plugin")  # --user-dir, whatever the working directory
 
 
-@pytest.fixture(scope="session")
-def repo_root():
-    return REPO
-
-
 def fairseq_env():
     """Environment for fairseq subprocesses: one thread each, quiet warnings."""
     env = dict(os.environ)

@@ -3,7 +3,6 @@ fairseq-train -> checkpoint -> fairseq-generate for every normaliser, decode-tim
 overrides, 2-process CPU data parallelism, and start-up errors."""
 
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -120,6 +119,3 @@ def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, flags, code, mes
     assert "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir()), "nothing may be written"
 
-
-def test_python_is_the_venv():
-    assert BIN == type(BIN)(sys.executable).parent

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..results_io import write_text_atomic
-from .aligner import DEFAULT_SYMMETRIZATION, SYMMETRIZATIONS, Aligner
+from .aligner import DEFAULT_SYMMETRIZATION, MANIFEST, SYMMETRIZATIONS, Aligner
 from .bleu import corpus_bleu
 from .drop import corpus_drop
 from .generate_output import read_generate_output
@@ -48,11 +48,12 @@ def load_inputs(args):
     if "drop" in args.metrics and (srcs is None or not args.aligner):
         raise InputError("DROP needs the sources (--src, or S lines) and --aligner MODEL_DIR "
                          "(train one with sparse-attn-align train)")
-    if args.aligner and not (args.aligner / "manifest.json").is_file():
+    if args.aligner and not (args.aligner / MANIFEST).is_file():
         raise InputError(f"{args.aligner}: not an aligner model (sparse-attn-align train --out)")
-    hyps, refs, srcs = ([remove_bpe(line, args.remove_bpe) for line in lines] if lines else lines
-                        for lines in (hyps, refs, srcs))
-    return hyps, refs, srcs
+    def clean(lines):
+        return [remove_bpe(line, args.remove_bpe) for line in lines]
+
+    return clean(hyps), clean(refs), None if srcs is None else clean(srcs)
 
 
 def score(args, hyps, refs, srcs):
