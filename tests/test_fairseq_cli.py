@@ -66,6 +66,36 @@ def test_model_overrides_switch_the_normaliser(synthetic_bin, checkpoints, train
     assert kinds == {"Softmax" if decode == "softmax" else "TopK"}
 
 
+DECODER_HARD = {"decoder_self_attn_fn": "hard", "decoder_cross_attn_fn": "hard"}
+DECODER_SOFT = {"decoder_self_attn_fn": "softmax", "decoder_cross_attn_fn": "softmax"}
+
+
+def site_kinds(checkpoint, overrides):
+    models, _ = checkpoint_utils.load_model_ensemble([str(checkpoint)], arg_overrides=overrides)
+    return {n.split(".layers.")[0] + "." + n.split(".")[-2]: type(m).__name__
+            for n, m in models[0].named_modules() if n.endswith("normalizer")}
+
+
+@pytest.mark.parametrize("trained,overrides,kinds", [
+    ("soft", DECODER_HARD, {"encoder.self_attn": "Softmax", "decoder.self_attn": "HardRetrieval",
+                            "decoder.encoder_attn": "HardRetrieval"}),
+    ("hard", DECODER_SOFT, {"encoder.self_attn": "Softmax", "decoder.self_attn": "Softmax",
+                            "decoder.encoder_attn": "Softmax"}),
+])
+def test_hard_retrieval_switched_at_decoding_time(synthetic_bin, checkpoints, tmp_path,
+                                                  trained, overrides, kinds):
+    """Xu et al. 2021, Table 4: a soft-trained model decoded with hard decoder
+    attention, and a hard-trained model decoded with softmax."""
+    checkpoint = (checkpoints["softmax"] if trained == "soft" else
+                  train(synthetic_bin, tmp_path / "hard", *[f"--{k.replace('_', '-')}=hard"
+                                                            for k in DECODER_HARD]))
+    assert site_kinds(checkpoint, {}) != kinds
+    assert site_kinds(checkpoint, overrides) == kinds
+    switched = generate(synthetic_bin, checkpoint, "--model-overrides", repr(overrides))
+    assert len(switched) == 40
+    assert switched != generate(synthetic_bin, checkpoint), "the switch changed nothing"
+
+
 def test_topk_train_only_switch_is_accepted(synthetic_bin, tmp_path):
     ckpt = train(synthetic_bin, tmp_path / "ck", "--attn-fn", "topk", "--topk-train-only",
                  updates=2)

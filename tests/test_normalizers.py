@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from scores import NEG_INF, random_scores
 from torch.func import functional_call
 
 from sparse_attn_plugin.normalizers import (
@@ -22,16 +23,9 @@ from sparse_attn_plugin.normalizers import (
 
 from reference import apply_rows, entmax_ref, softmax_ref, topk_ref
 
-NEG_INF = float("-inf")
-
-
-def random_scores(shape=(2, 3, 4, 7), masked_fraction=0.3, seed=0, dtype=torch.float64):
-    """Scores with -inf on a random subset of keys; every row keeps >= 1 key."""
-    gen = torch.Generator().manual_seed(seed)
-    scores = torch.randn(shape, generator=gen, dtype=dtype) * 2
-    mask = torch.rand(shape, generator=gen) < masked_fraction
-    mask[..., 0] = False
-    return scores.masked_fill(mask, NEG_INF)
+# Hard retrieval's gradient is straight-through, not the derivative of its one-hot
+# forward, so gradcheck does not apply; test_hard_retrieval.py checks its formulas.
+DIFFERENTIABLE = [name for name in NAMES if name != "hard"]
 
 
 def make(name, heads=3, **options):
@@ -40,7 +34,7 @@ def make(name, heads=3, **options):
 
 # --- gradients ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_gradcheck_scores(name):
     norm = make(name, topk=3, entmax_bisect_iter=70)
     scores = random_scores().requires_grad_()
@@ -170,7 +164,7 @@ def test_entmax_functions_of_the_entmax_package_agree():
 @pytest.mark.parametrize("name", NAMES)
 def test_half_precision_is_computed_in_float32(name, dtype):
     scores = random_scores(seed=11, dtype=torch.float32)
-    norm = build_normalizer(name, 3)
+    norm = build_normalizer(name, 3).eval()
     probs = norm(scores.to(dtype))
     assert probs.dtype == torch.float32 and torch.isfinite(probs).all()
     np.testing.assert_allclose(probs.detach(), norm(scores.to(dtype).float()).detach(), atol=1e-6)

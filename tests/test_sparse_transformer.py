@@ -167,12 +167,13 @@ def test_sites_cover_the_model(synthetic_bin):
     assert {site for site, _ in attention_sites(model)} == set(SITES)
 
 
-def test_cross_attention_with_keys_shared_across_beams():
+@pytest.mark.parametrize("name", ["sparsemax", "hard"])
+def test_cross_attention_with_keys_shared_across_beams(name):
     """fairseq may keep one copy of the encoder states per sentence for all its beam
     hypotheses; that must equal attending to the states repeated per hypothesis."""
     torch.manual_seed(0)
     attn = SparseMultiheadAttention(16, 4, kdim=16, vdim=16, encoder_decoder_attention=True,
-                                    normalizer=build_normalizer("sparsemax", 4)).eval()
+                                    normalizer=build_normalizer(name, 4)).eval()
     query = torch.randn(3, 4, 16)  # 3 steps, 2 sentences x 2 hypotheses
     keys = torch.randn(5, 2, 16)  # one copy per sentence
     shared, shared_weights = attn(query, keys, keys, static_kv=True, need_head_weights=True)

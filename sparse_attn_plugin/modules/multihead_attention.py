@@ -10,13 +10,14 @@ path (``skip_embed_dim_check``), asks it for the masked scores
 
     out = W_o concat_h( normalise(q_h k_h^T / sqrt(d), masks) v_h )
 
+(the normaliser's ``attend`` forms the weighted sum; hard retrieval gathers rows).
+
 Incremental decoding and beam-search reordering are fairseq's own: the scores it
 returns already include the cached keys of earlier steps.
 """
 
 from typing import Dict, Optional, Tuple
 
-import torch
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
@@ -62,22 +63,14 @@ class SparseMultiheadAttention(MultiheadAttention):
             return scores, v
         tgt_len, bsz, embed_dim = query.shape
         src_len = scores.size(-1)
-        weights_float = self.normalizer(scores.view(bsz, self.num_heads, tgt_len, src_len))
-        probs = self.dropout_module(weights_float.type_as(scores))
-
-        kv_bsz = v.size(0) // self.num_heads
-        if kv_bsz != bsz:  # encoder states shared across beam hypotheses
-            attn = torch.einsum(
-                "bxhts,bhsd->bxhtd",
-                probs.view(kv_bsz, -1, self.num_heads, tgt_len, src_len),
-                v.view(kv_bsz, self.num_heads, src_len, self.head_dim),
-            )
-        else:
-            attn = torch.bmm(probs.view(-1, tgt_len, src_len), v)
-        attn = attn.reshape(bsz, self.num_heads, tgt_len, self.head_dim)
+        attn, weights = self.normalizer.attend(
+            scores.view(bsz, self.num_heads, tgt_len, src_len),
+            v.view(-1, self.num_heads, src_len, self.head_dim),
+            self.dropout_module,
+            need_weights or need_head_weights,
+        )
         attn = self.out_proj(attn.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim))
-
-        if not (need_weights or need_head_weights):
+        if weights is None:
             return attn, None
-        head_weights = weights_float.transpose(0, 1)  # (H, B, T, S), as fairseq returns
+        head_weights = weights.transpose(0, 1)  # (H, B, T, S), as fairseq returns
         return attn, head_weights if need_head_weights else head_weights.mean(dim=0)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .base import SITES, Normalizer, Softmax
 from .entmax_family import ALPHA_MAX, ALPHA_MIN, Entmax15, EntmaxAlpha, Sparsemax
+from .hard import HardRetrieval
 from .topk import TopK
 
 
@@ -29,9 +30,11 @@ _FACTORIES = {
     "entmax_alpha": lambda heads, opt: EntmaxAlpha(
         heads, opt.entmax_alpha_init, opt.entmax_bisect_iter
     ),
+    "hard": lambda heads, opt: HardRetrieval(),
 }
 
-#: Sites each normaliser may be used at (all of them, for the methods above).
+#: Sites each normaliser may be used at. Hard retrieval is meant for the decoder
+#: (Xu et al. 2021); in encoder self-attention it is allowed but hurts (their Table 3).
 FITS = {name: SITES for name in _FACTORIES}
 
 #: Names accepted by ``--attn-fn`` and the per-site flags.
@@ -61,6 +64,6 @@ def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = Nor
 
 __all__ = [
     "ALPHA_MAX", "ALPHA_MIN", "FITS", "NAMES", "SITES", "Entmax15", "EntmaxAlpha",
-    "Normalizer", "NormalizerOptions", "Softmax", "Sparsemax", "TopK",
+    "HardRetrieval", "Normalizer", "NormalizerOptions", "Softmax", "Sparsemax", "TopK",
     "build_normalizer", "check_fits",
 ]

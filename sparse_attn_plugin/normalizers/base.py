@@ -12,9 +12,13 @@ Two things are handled once here rather than in every method:
 * rows whose keys are all masked give all-zero weights (not NaN, not a crash),
   with zero gradient; this costs one reduction, plus two ``masked_fill`` when
   such a row exists (always on a GPU, where checking would stall the stream).
+
+:meth:`Normalizer.attend` finishes the attention, ``out = weights . values``;
+hard retrieval overrides it with a gather of value rows.
 """
 
 from abc import ABC, abstractmethod
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -23,24 +27,63 @@ from torch import Tensor, nn
 SITES = ("encoder_self", "decoder_self", "decoder_cross")
 
 
+def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
+    """``normalize(scores)`` in float32 or wider, with all-zero weights (and zero
+    gradient) on rows whose keys are all masked."""
+    if scores.dtype in (torch.float16, torch.bfloat16):
+        scores = scores.float()
+    empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
+    # Such rows are rare (fairseq's masks never make one), so on the CPU the two
+    # full-size copies are skipped when there is none; on a GPU the check would
+    # stall the stream, so the guard always runs there.
+    if scores.is_cuda or bool(empty.any()):
+        return normalize(scores.masked_fill(empty, 0.0)).masked_fill(empty, 0.0)
+    return normalize(scores)
+
+
 class Normalizer(nn.Module, ABC):
     """Base class: subclasses implement :meth:`normalize` on float32/float64 scores
     with at least one unmasked key per row."""
 
     def forward(self, scores: Tensor) -> Tensor:
-        if scores.dtype in (torch.float16, torch.bfloat16):
-            scores = scores.float()
-        empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
-        # Such rows are rare (fairseq's masks never make one), so on the CPU the two
-        # full-size copies are skipped when there is none; on a GPU the check would
-        # stall the stream, so the guard always runs there.
-        if scores.is_cuda or bool(empty.any()):
-            return self.normalize(scores.masked_fill(empty, 0.0)).masked_fill(empty, 0.0)
-        return self.normalize(scores)
+        return guarded(self.normalize, scores)
 
     @abstractmethod
     def normalize(self, scores: Tensor) -> Tensor:
         """Weights for float32/float64 scores with an unmasked key in every row."""
+
+    def attend(
+        self,
+        scores: Tensor,
+        values: Tensor,
+        dropout: Optional[Callable[[Tensor], Tensor]] = None,
+        need_weights: bool = True,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """The attention output ``dropout(w) v`` with ``w = self(scores)``, and ``w``.
+
+        Args:
+            scores: ``(B, H, T, S)``, ``-inf`` on masked keys.
+            values: ``(B_kv, H, S, d)``; ``B`` is a multiple of ``B_kv`` when
+                ``B / B_kv`` beam hypotheses share one source's encoder states.
+            dropout: applied to the weights that multiply the values.
+            need_weights: return ``w`` (float32 or wider) or ``None``.
+
+        Returns:
+            ``(B, H, T, d)`` outputs in the values' dtype, and the weights.
+        """
+        weights = self(scores)
+        probs = weights.type_as(values)
+        if dropout is not None:
+            probs = dropout(probs)
+        batch, heads, tgt_len, src_len = scores.shape
+        kv_batch = values.size(0)
+        if kv_batch == batch:
+            out = torch.matmul(probs, values)
+        else:
+            out = torch.einsum(
+                "bxhts,bhsd->bxhtd", probs.view(kv_batch, -1, heads, tgt_len, src_len), values
+            ).reshape(batch, heads, tgt_len, -1)
+        return out, weights if need_weights else None
 
 
 class Softmax(Normalizer):
