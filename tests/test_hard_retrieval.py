@@ -31,23 +31,23 @@ def identity_values(shape):
 
 def test_retrieval_gradients_equal_the_explicit_formulas():
     torch.manual_seed(0)
-    n, tgt_len, src_len, dim = 6, 5, 7, 4
-    scores = random_scores((n, tgt_len, src_len), seed=1)
+    batch, heads, tgt_len, src_len, dim = 2, 3, 5, 7, 4
+    scores = random_scores((batch, heads, tgt_len, src_len), seed=1)
     probs = torch.softmax(scores, -1).requires_grad_()
-    values = torch.randn(n, src_len, dim, dtype=torch.float64, requires_grad=True)
+    values = torch.randn(batch, heads, src_len, dim, dtype=torch.float64, requires_grad=True)
     index = sample_keys(probs.detach())
-    grad_out = torch.randn(n, tgt_len, dim, dtype=torch.float64)
+    grad_out = torch.randn(batch, heads, tgt_len, dim, dtype=torch.float64)
 
     out = RetrieveRows.apply(probs, values, index)
     out.backward(grad_out)
 
     v, g, idx = values.detach().numpy(), grad_out.numpy(), index.numpy()
-    expected_out = np.stack([v[b, idx[b]] for b in range(n)])
-    expected_dprobs = np.einsum("btd,bsd->bts", g, v)  # dP = dOut . V^T
+    expected_out = np.zeros_like(g)
     expected_dvalues = np.zeros_like(v)  # dV[k] = sum of dOut[j] over queries j picking k
-    for b in range(n):
-        for t in range(tgt_len):
-            expected_dvalues[b, idx[b, t]] += g[b, t]
+    for b, h, t in np.ndindex(batch, heads, tgt_len):
+        expected_out[b, h, t] = v[b, h, idx[b, h, t]]
+        expected_dvalues[b, h, idx[b, h, t]] += g[b, h, t]
+    expected_dprobs = np.einsum("bhtd,bhsd->bhts", g, v)  # dP = dOut . V^T
     np.testing.assert_allclose(out.detach(), expected_out, atol=1e-12)
     np.testing.assert_allclose(probs.grad, expected_dprobs, atol=1e-12)
     np.testing.assert_allclose(values.grad, expected_dvalues, atol=1e-12)
@@ -55,8 +55,8 @@ def test_retrieval_gradients_equal_the_explicit_formulas():
 
 def test_retrieval_gradcheck_with_respect_to_values():
     """The forward pass is linear in the values, so there the gradient is exact."""
-    probs = torch.softmax(random_scores((3, 4, 5), seed=2), -1)
-    values = torch.randn(3, 5, 2, dtype=torch.float64, requires_grad=True)
+    probs = torch.softmax(random_scores((2, 2, 4, 5), seed=2), -1)
+    values = torch.randn(2, 2, 5, 3, dtype=torch.float64, requires_grad=True)
     index = sample_keys(probs)
     assert torch.autograd.gradcheck(lambda v: RetrieveRows.apply(probs, v, index), (values,))
 
@@ -136,6 +136,34 @@ def test_argmax_retrieval_equals_the_one_hot_product():
     torch.testing.assert_close(weights, expected)
     torch.testing.assert_close(out, expected @ values)
     torch.testing.assert_close(out, dense_attend(norm, scores, values)[0])
+
+
+LAYOUTS = {
+    "contiguous": lambda v: v.contiguous(),
+    "fairseq (S, B*H, d) transposed": lambda v: v.permute(2, 0, 1, 3).reshape(
+        v.size(2), -1, v.size(3)).transpose(0, 1).view(v.shape),
+    "rows padded to 5 numbers": lambda v: torch.cat([v, v[..., :1]], -1)[..., :-1],
+    "features strided": lambda v: v.transpose(-1, -2).contiguous().transpose(-1, -2),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("training", [True, False])
+def test_retrieval_reads_any_memory_layout_of_the_values(layout, training):
+    """Values are read from their own storage (no copy) where rows are runs of d
+    numbers; any other layout is copied; the result and gradients never change."""
+    scores = random_scores((2, 3, 4, 6), 0.3, seed=10)
+    base = torch.randn(2, 3, 6, 4, dtype=torch.float64)
+    values = LAYOUTS[layout](base).requires_grad_()
+    assert torch.equal(values, base)
+    norm = HardRetrieval().train(training)
+    torch.manual_seed(3)
+    out, weights = norm.attend(scores, values)
+    torch.testing.assert_close(out, weights @ base, atol=0, rtol=0)
+    if training:
+        grad_out = torch.randn_like(out)
+        out.backward(grad_out)
+        torch.testing.assert_close(values.grad, weights.transpose(-1, -2) @ grad_out)
 
 
 def test_argmax_retrieval_with_values_shared_by_beam_hypotheses():

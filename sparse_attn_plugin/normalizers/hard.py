@@ -20,7 +20,7 @@ more than ``S * SAMPLING_EPS``). Masked keys are never sampled nor picked, excep
 in a row whose keys are all masked, whose output is zero.
 """
 
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -30,35 +30,64 @@ from .base import Normalizer, guarded
 SAMPLING_EPS = 1e-9
 
 
-def _row_offsets(index: Tensor, src_len: int) -> Tensor:
-    """Offsets that turn per-row key indices ``(N, T)`` into indices of flat ``(N * S)``
-    rows."""
-    return torch.arange(0, index.size(0) * src_len, src_len, device=index.device)[:, None]
+def key_rows(index: Tensor, kv_batch: int, row_strides: Sequence[int]) -> Tensor:
+    """Flat row numbers of the keys that ``index`` ``(B, H, T)`` picks in values
+    ``(B_kv, H, S, d)`` whose ``(batch, head, key)`` strides, counted in rows of ``d``,
+    are ``row_strides``. Query row ``(b, h)`` reads value row ``(b // g, h)``, where
+    ``g = B / B_kv`` beam hypotheses share one source."""
+    batch, heads, _ = index.shape
+    per_batch, per_head, per_key = row_strides
+    first = torch.arange(batch, device=index.device) // (batch // kv_batch) * per_batch
+    head = torch.arange(heads, device=index.device) * per_head
+    return (first[:, None, None] + head[None, :, None] + index * per_key).view(-1)
+
+
+def as_rows(values: Tensor) -> Tuple[Tensor, Tuple[int, ...]]:
+    """The values ``(B_kv, H, S, d)`` as a table of rows of ``d`` numbers read from
+    their own storage, and their ``(batch, head, key)`` strides in rows.
+
+    fairseq keeps values as a transposed ``(S, B*H, d)`` tensor; viewing its storage
+    avoids copying all values at every decoding step only to read a few rows. A
+    layout whose rows are not contiguous runs of ``d`` numbers is copied first.
+    """
+    dim = values.size(-1)
+    if values.stride(-1) != 1 or any(stride % dim for stride in values.stride()[:-1]):
+        values = values.contiguous()
+    strides = tuple(stride // dim for stride in values.stride()[:-1])
+    rows = 1 + sum((size - 1) * stride for size, stride in zip(values.shape[:-1], strides))
+    return values.as_strided((rows, dim), (dim, 1)), strides
+
+
+def gather_values(values: Tensor, index: Tensor) -> Tensor:
+    """``out[b, h, t] = values[b // g, h, index[b, h, t]]`` (see :func:`key_rows`): one
+    row copy per query and head."""
+    table, strides = as_rows(values)
+    rows = key_rows(index, values.size(0), strides)
+    return table.index_select(0, rows).view(*index.shape, values.size(-1))
 
 
 class RetrieveRows(torch.autograd.Function):
-    """``out[n, t] = values[n, index[n, t]]`` with the straight-through backward of
-    ``out = probs @ values``: ``dprobs = dout @ values^T`` and ``dvalues`` summed on
-    the retrieved rows by index-add. Shapes: probs ``(N, T, S)``, values
-    ``(N, S, d)``, index ``(N, T)``."""
+    """``out[b, h, t] = values[b, h, index[b, h, t]]`` with the straight-through
+    backward of ``out = probs @ values``: ``dprobs = dout @ values^T``, and
+    ``dvalues`` summed on the retrieved rows by index-add. Shapes: probs
+    ``(B, H, T, S)``, values ``(B, H, S, d)``, index ``(B, H, T)``."""
 
     @staticmethod
     def forward(ctx, probs: Tensor, values: Tensor, index: Tensor) -> Tensor:
-        n, src_len, dim = values.shape
-        flat = (index + _row_offsets(index, src_len)).view(-1)
-        ctx.save_for_backward(values, flat)
-        return values.reshape(n * src_len, dim).index_select(0, flat).view(*index.shape, dim)
+        ctx.save_for_backward(values, index)
+        return gather_values(values, index)
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        values, flat = ctx.saved_tensors
+        values, index = ctx.saved_tensors
         grad_probs = grad_values = None
         if ctx.needs_input_grad[0]:
-            grad_probs = torch.bmm(grad_out, values.transpose(1, 2))
+            grad_probs = torch.matmul(grad_out, values.transpose(-1, -2))
         if ctx.needs_input_grad[1]:
-            dim = values.size(-1)
-            grad_values = grad_out.new_zeros(values.numel() // dim, dim).index_add_(
-                0, flat, grad_out.reshape(-1, dim)).view_as(values)
+            batch, heads, src_len, dim = values.shape
+            rows = key_rows(index, batch, (heads * src_len, src_len, 1))
+            grad_values = grad_out.new_zeros(values.shape)
+            grad_values.view(-1, dim).index_add_(0, rows, grad_out.reshape(-1, dim))
         return grad_probs, grad_values, None
 
 
@@ -78,17 +107,6 @@ def one_hot(index: Tensor, src_len: int, dtype: torch.dtype) -> Tensor:
     """Weights with a single 1 per row at ``index``: ``(...,)`` -> ``(..., S)``."""
     weights = torch.zeros(*index.shape, src_len, dtype=dtype, device=index.device)
     return weights.scatter_(-1, index.unsqueeze(-1), 1.0)
-
-
-def gather_values(values: Tensor, index: Tensor) -> Tensor:
-    """``values[b // g, h, index[b, h, t]]`` for values ``(B_kv, H, S, d)``, index
-    ``(B, H, T)`` and ``g = B / B_kv`` hypotheses sharing one source (no copy of
-    the values is made)."""
-    kv_batch, heads, src_len, dim = values.shape
-    batch, _, tgt_len = index.shape
-    shared = values.unsqueeze(1).expand(kv_batch, batch // kv_batch, heads, src_len, dim)
-    picks = index.view(kv_batch, -1, heads, tgt_len, 1).expand(-1, -1, -1, -1, dim)
-    return shared.gather(3, picks).view(batch, heads, tgt_len, dim)
 
 
 class HardRetrieval(Normalizer):
@@ -134,8 +152,7 @@ class HardRetrieval(Normalizer):
     def _sample_and_retrieve(scores, values, dropout):
         """Training: sample one key per row from ``dropout(softmax(s))`` and retrieve
         its value with the straight-through backward."""
-        batch, heads, tgt_len, src_len = scores.shape
-        if values.size(0) != batch:
+        if values.size(0) != scores.size(0):
             raise ValueError("hard retrieval training needs one set of values per query row")
         probs = guarded(lambda s: torch.softmax(s, dim=-1), scores).type_as(values)
         if dropout is not None:
@@ -143,8 +160,5 @@ class HardRetrieval(Normalizer):
         allowed = ~torch.isneginf(scores)
         empty = ~allowed.any(-1)
         sampling = (probs.detach() + SAMPLING_EPS * allowed).masked_fill(empty.unsqueeze(-1), 1.0)
-        index = sample_keys(sampling).view(-1, tgt_len)
-        out = RetrieveRows.apply(
-            probs.reshape(-1, tgt_len, src_len), values.reshape(-1, src_len, values.size(-1)), index
-        )
-        return out.view(batch, heads, tgt_len, -1), index.view(batch, heads, tgt_len), empty
+        index = sample_keys(sampling)
+        return RetrieveRows.apply(probs, values, index), index, empty
