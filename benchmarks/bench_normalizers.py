@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ from sparse_attn_plugin.provenance import (
     provenance_header,
 )
 from sparse_attn_plugin.results_io import markdown_table, write_text_atomic
+from sparse_attn_plugin.timing import interleaved_medians
 
 #: The normalisers timed here. Hard retrieval replaces the weighted sum as well, so
 #: its module alone is not what a model runs: benchmarks/bench_hard_attention.py
@@ -63,15 +63,6 @@ def make_scores(batch, heads, tgt, src, causal, dtype, device, gen):
     return scores.masked_fill(mask, float("-inf")).to(device=device, dtype=dtype)
 
 
-def time_per_call(fn, inner, sync):
-    sync()
-    start = time.perf_counter()
-    for _ in range(inner):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / inner
-
-
 def bench_shape(scores, mode, args, sync):
     """Median seconds per call of every normaliser on ``scores`` in ``mode``."""
     heads = scores.size(1)
@@ -92,14 +83,7 @@ def bench_shape(scores, mode, args, sync):
         for fn in calls.values():
             for _ in range(args.warmup):
                 fn()
-        # Several calls per sample when softmax is too quick for the clock.
-        soft_s = min(time_per_call(calls["softmax"], 1, sync) for _ in range(3))
-        inner = max(1, min(200, round(args.sample_s / soft_s)))
-        samples = {name: [] for name in NORMALIZERS}
-        for r in range(args.repeats):
-            for name in NORMALIZERS[r % len(NORMALIZERS):] + NORMALIZERS[:r % len(NORMALIZERS)]:
-                samples[name].append(time_per_call(calls[name], inner, sync))
-    return {name: statistics.median(s) for name, s in samples.items()}
+        return interleaved_medians(calls, args.repeats, args.sample_s, sync)
 
 
 def profile_ops(scores, top=6):

@@ -75,15 +75,20 @@ class Normalizer(nn.Module, ABC):
         probs = weights.type_as(values)
         if dropout is not None:
             probs = dropout(probs)
-        batch, heads, tgt_len, src_len = scores.shape
-        kv_batch = values.size(0)
-        if kv_batch == batch:
-            out = torch.matmul(probs, values)
-        else:
-            out = torch.einsum(
-                "bxhts,bhsd->bxhtd", probs.view(kv_batch, -1, heads, tgt_len, src_len), values
-            ).reshape(batch, heads, tgt_len, -1)
-        return out, weights if need_weights else None
+        return weighted_sum(probs, values), weights if need_weights else None
+
+
+def weighted_sum(probs: Tensor, values: Tensor) -> Tensor:
+    """``out[b, h, t] = sum_s probs[b, h, t, s] values[b // g, h, s]`` for probs
+    ``(B, H, T, S)`` and values ``(B_kv, H, S, d)``, ``g = B / B_kv`` hypotheses per
+    source."""
+    batch, heads, tgt_len, src_len = probs.shape
+    kv_batch = values.size(0)
+    if kv_batch == batch:
+        return torch.matmul(probs, values)
+    return torch.einsum(
+        "bxhts,bhsd->bxhtd", probs.view(kv_batch, -1, heads, tgt_len, src_len), values
+    ).reshape(batch, heads, tgt_len, -1)
 
 
 class Softmax(Normalizer):
