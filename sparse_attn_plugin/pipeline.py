@@ -21,6 +21,11 @@ from .evaluation import GenerateOutput, read_generate_output
 PLUGIN_DIR = Path(__file__).resolve().parent
 _JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
 _GEN_SPEED = re.compile(r"\(([\d.,]+) sentences/s")
+_SUBSET_SIZE = re.compile(r"^INFO:fairseq\.tasks\.\w+:.* (\d+) examples$", re.MULTILINE)
+#: fairseq 0.12 drops a last batch smaller than --required-batch-size-multiple (8 by
+#: default; fairseq issue #5036), so a test set of 3003 sentences would be scored on
+#: 3000. Generation never needs the multiple.
+WHOLE_SUBSET = ["--required-batch-size-multiple", "1"]
 
 
 def fairseq_command(name: str) -> List[str]:
@@ -31,7 +36,8 @@ def fairseq_command(name: str) -> List[str]:
 @dataclass
 class TrainResult:
     checkpoint: Path
-    words_per_second: float  # median over logging intervals (over epochs if none)
+    words_per_second: Optional[float]  # median over logging intervals (epochs if none);
+    # None when a resumed run had nothing left to train
     valid_loss: Optional[float]  # last validation, base 2 as fairseq prints it
     updates: int
     log: Path
@@ -44,17 +50,18 @@ def _fail(what: str, log: Path):
 
 def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
           desc: str = "train", env: Optional[dict] = None,
-          skip_first_interval: bool = False) -> TrainResult:
-    """Train from scratch with fairseq-train and the plugin; show a progress bar.
+          skip_first_interval: bool = False, fresh: bool = True) -> TrainResult:
+    """Train with fairseq-train and the plugin; show a progress bar.
 
-    Checkpoints already in ``save_dir`` are deleted first: fairseq-train would
-    otherwise resume from ``checkpoint_last.pt`` and a re-run would train nothing.
-    ``skip_first_interval`` leaves the first logging interval (start-up, memory
-    allocation) out of the words/s median.
+    With ``fresh`` (the default) checkpoints already in ``save_dir`` are deleted
+    first: fairseq-train would otherwise resume from ``checkpoint_last.pt`` and a
+    re-run would train nothing. Without it, an interrupted run resumes where it
+    stopped, and a finished one is kept as it is. ``skip_first_interval`` leaves the
+    first logging interval (start-up, memory allocation) out of the words/s median.
     """
     save_dir = Path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
-    for stale in save_dir.glob("checkpoint*.pt"):
+    for stale in save_dir.glob("checkpoint*.pt") if fresh else ():
         stale.unlink()
     log = save_dir / "train.log"
     cmd = [*fairseq_command("fairseq-train"), str(data), "--user-dir", str(PLUGIN_DIR),
@@ -85,10 +92,10 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
     if skip_first_interval and len(wps) > 1:
         wps = wps[1:]
     wps = wps or epoch_wps  # a run shorter than one logging interval
-    if not wps:
+    if not wps and fresh:
         raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
-    return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps), valid_loss,
-                       updates, log)
+    return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps) if wps else None,
+                       valid_loss, updates, log)
 
 
 @dataclass
@@ -100,9 +107,10 @@ class GenerateResult:
 
 def generate(data: Path, checkpoint: Path, flags: Sequence[str], log: Path,
              env: Optional[dict] = None) -> GenerateResult:
-    """Run fairseq-generate on a checkpoint and read its hypotheses and speed."""
+    """Run fairseq-generate on a checkpoint and read its hypotheses and speed; every
+    sentence of the subset is translated (see :data:`WHOLE_SUBSET`), or this fails."""
     cmd = [*fairseq_command("fairseq-generate"), str(data), "--user-dir", str(PLUGIN_DIR),
-           "--path", str(checkpoint), *flags]
+           "--path", str(checkpoint), *WHOLE_SUBSET, *flags]
     with open(log, "w") as out:
         code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
                               env=env).returncode
@@ -112,6 +120,10 @@ def generate(data: Path, checkpoint: Path, flags: Sequence[str], log: Path,
     speed = _GEN_SPEED.search(text)
     if not speed:
         raise RuntimeError(f"fairseq-generate reported no speed (full log: {log})")
-    return GenerateResult(read_generate_output(text.splitlines()),
-                          float(speed.group(1).replace(",", "")), Path(log))
+    output = read_generate_output(text.splitlines())
+    size = _SUBSET_SIZE.findall(text)
+    if size and len(output.ids) != int(size[-1]):
+        raise RuntimeError(f"fairseq-generate translated {len(output.ids)} of {size[-1]} "
+                           f"sentences (full log: {log})")
+    return GenerateResult(output, float(speed.group(1).replace(",", "")), Path(log))
 

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output
+from sparse_attn_plugin.evaluation.bleu import split_hyphenated_compounds
 
 GENERATE_OUTPUT = """\
 S-1\tdie katze
@@ -56,3 +57,21 @@ def test_bleu_equals_sacrebleu_cli(tmp_path, tokenize, lowercase):
 def test_bleu_rejects_mismatched_counts():
     with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
         corpus_bleu(["a", "b"], ["a"])
+
+
+@pytest.mark.parametrize("line,split", [
+    ("die Rock-Musik ist laut", "die Rock ##AT##-##AT## Musik ist laut"),
+    ("a-b-c", "a ##AT##-##AT## b-c"),  # non-overlapping, as the Perl one-liner
+    ("Ende - aus", "Ende - aus"),  # a free-standing dash is no compound
+])
+def test_compound_splitting_matches_the_wmt_convention(line, split):
+    assert split_hyphenated_compounds(line) == split
+
+
+def test_split_compounds_scores_both_sides_split_and_says_so():
+    hyps, refs = ["die Rock-Musik ist laut"], ["die Pop-Musik ist laut"]
+    split = corpus_bleu(hyps, refs, split_compounds=True)
+    by_hand = corpus_bleu([split_hyphenated_compounds(h) for h in hyps],
+                          [split_hyphenated_compounds(r) for r in refs])
+    assert split.score == by_hand.score > corpus_bleu(hyps, refs).score
+    assert split.signature.endswith("|compounds:split")

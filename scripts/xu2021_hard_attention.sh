@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Xu et al. (2021), "Learning Hard Retrieval Decoder Attention for Transformers":
+# Tables 1, 3 and 4 on WMT14 En-De (hard retrieval per attention site; soft/hard
+# training crossed with soft/hard decoding via --model-overrides).
+#
+#   scripts/xu2021_hard_attention.sh --smoke     # synthetic corpus, minutes on a CPU
+#   scripts/xu2021_hard_attention.sh             # the paper's setting (GPU, days)
+#   scripts/xu2021_hard_attention.sh --data DIR --updates N --work-dir DIR --out DIR
+#
+# Settings: configs/xu2021_hard_attention.json. Results: results/hard_attention/
+# (README.md for the full run, smoke.md for --smoke).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.reproduce \
+    configs/xu2021_hard_attention.json "$@"
