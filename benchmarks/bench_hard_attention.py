@@ -188,6 +188,17 @@ def generate_seconds(task, model, sample, length):
     return time.perf_counter() - start
 
 
+def profile_decoding(task, model, sample, length, top=8):
+    """[(operator, share of self CPU time)] of one decode: where the time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        generate_seconds(task, model, sample, length)
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events) or 1
+    return [(e.key, e.self_cpu_time_total / total) for e in events[:top]]
+
+
 def bench_generation(task, models, batches, args):
     def decode(name):
         return sum(generate_seconds(task, models[name], b, args.length) for b in batches)
@@ -234,6 +245,18 @@ def render(results, args, command):
         parts.append(f"## {model} model: generation\n\n" + markdown_table(
             ["decoding", "sentences/s", "÷ softmax", "time in normalise + attend",
              "÷ softmax if only that time changed", "paper (GPU)"], rows))
+        parts.append(
+            f"Softmax decoding spends {100 * soft['attend_share']:.1f}% of its time normalising "
+            "scores and summing values, so even free attention could make it at most "
+            f"{1 / (1 - soft['attend_share']):.2f}x faster here. Where the time goes, by "
+            "share of self CPU time in one decoded batch:\n")
+        profiles = res["profile"]
+        parts.append(markdown_table(
+            ["rank", *(f"{name}: operator" for name in profiles), *(f"{name}: share"
+                                                                    for name in profiles)],
+            [[i + 1, *(f"`{p[i][0]}`" for p in profiles.values()),
+              *(f"{100 * p[i][1]:.1f}%" for p in profiles.values())]
+             for i in range(min(len(p) for p in profiles.values()))]))
         op_rows = []
         for label, calls in res["attention_op"].items():
             op_rows.append([label, *(f"{1e6 * calls[c]:.0f}" for c in (
@@ -294,6 +317,8 @@ def main(argv=None):
             soft = built["softmax"]
             results[model] = {
                 "dims": model_dims(soft),
+                "profile": {name: profile_decoding(task, built[name], batches[0], args.length)
+                            for name in ("softmax", TARGET[0])},
                 "attention_op": bench_attention_op(soft, args, gen),
                 "values_on_demand": bench_values_on_demand(soft, args, gen),
                 "generation": bench_generation(task, built, batches, args),
