@@ -183,6 +183,17 @@ def test_argmax_ignores_the_softmax_scale():
     torch.testing.assert_close(norm.attend(scores, values)[0], norm.attend(scores * 8, values)[0])
 
 
+def test_half_precision_training_never_samples_a_masked_key_of_an_emptied_row():
+    """The epsilon that rescues rows emptied by dropout must survive half precision."""
+    torch.manual_seed(4)
+    row = torch.tensor([NEG_INF, 1.0, 0.0, NEG_INF], dtype=torch.float16)
+    scores = row.expand(1, 1, 2000, 4)
+    values = identity_values(scores.shape).half()
+    out, _ = HardRetrieval().train().attend(scores, values, dropout=torch.zeros_like)
+    counts = out.float().sum(dim=(0, 1, 2))
+    assert counts[0] == 0 and counts[3] == 0 and counts.sum() == 2000
+
+
 def test_half_precision_attention_keeps_the_values_dtype():
     scores = random_scores((2, 2, 3, 5), 0.3, seed=7, dtype=torch.float32).half()
     values = torch.randn(2, 2, 5, 4).half()

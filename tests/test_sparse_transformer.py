@@ -162,6 +162,17 @@ def test_infeasible_settings_fail_at_start_up(synthetic_bin, flags, message):
         build(synthetic_bin, extra=flags)
 
 
+def test_hard_encoder_self_attention_is_allowed_with_a_warning(synthetic_bin, caplog):
+    _, model = build(synthetic_bin, extra=["--attn-fn", "hard"])
+    kinds = {type(attn.normalizer).__name__ for attn in attention_sites(model).values()}
+    assert kinds == {"HardRetrieval"}
+    assert "hard retrieval in encoder self-attention costs BLEU" in caplog.text
+    caplog.clear()
+    build(synthetic_bin, extra=["--decoder-self-attn-fn", "hard",
+                                "--decoder-cross-attn-fn", "hard"])
+    assert "costs BLEU" not in caplog.text
+
+
 def test_sites_cover_the_model(synthetic_bin):
     _, model = build(synthetic_bin)
     assert {site for site, _ in attention_sites(model)} == set(SITES)
