@@ -25,8 +25,8 @@ from pathlib import Path
 from data_prep.synthetic import binarize, write_corpus
 from sparse_attn_plugin import pipeline
 from sparse_attn_plugin.demo import MODEL_FLAGS as DEMO_FLAGS
-from sparse_attn_plugin.demo import device_flags
 from sparse_attn_plugin.normalizers import NAMES
+from sparse_attn_plugin.pipeline import device_flags
 from sparse_attn_plugin.provenance import provenance_header
 from sparse_attn_plugin.results_io import markdown_table, write_json_atomic, write_text_atomic
 

@@ -19,8 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
@@ -28,6 +26,7 @@ from .evaluation import Meteor, corpus_bleu, corpus_rep
 from .evaluation.aligner import train_aligner
 from .evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
 from .normalizers import NAMES, SITES
+from .pipeline import device_flags
 from .provenance import REPO_ROOT, provenance_header
 from .results_io import markdown_table, write_json_atomic, write_text_atomic
 
@@ -48,10 +47,6 @@ MODEL_FLAGS = [
 GENERATE_FLAGS = ["--beam", "5", "--batch-size", "128", "--gen-subset", "test"]
 DEMO_NORMALIZERS = ("softmax", "topk", "sparsemax", "entmax15", "entmax_alpha")
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
-
-
-def device_flags():
-    return [] if torch.cuda.is_available() else ["--cpu"]
 
 
 def site_statistics(checkpoint: Path, subset: str = "test"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+import torch
 from tqdm import tqdm
 
 from .evaluation import GenerateOutput, read_generate_output
@@ -26,6 +27,11 @@ _SUBSET_SIZE = re.compile(r"^INFO:fairseq\.tasks\.\w+:.* (\d+) examples$", re.MU
 #: default; fairseq issue #5036), so a test set of 3003 sentences would be scored on
 #: 3000. Generation never needs the multiple.
 WHOLE_SUBSET = ["--required-batch-size-multiple", "1"]
+
+
+def device_flags() -> List[str]:
+    """``--cpu`` where no GPU is visible, so fairseq's commands run anywhere."""
+    return [] if torch.cuda.is_available() else ["--cpu"]
 
 
 def fairseq_command(name: str) -> List[str]:

@@ -31,8 +31,8 @@ from typing import List
 from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
-from .demo import device_flags
 from .evaluation import corpus_bleu
+from .pipeline import device_flags
 from .provenance import REPO_ROOT, provenance_header
 from .results_io import markdown_table, write_json_atomic, write_text_atomic
 
