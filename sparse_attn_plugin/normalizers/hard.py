@@ -141,12 +141,14 @@ class HardRetrieval(Normalizer):
             out = gather_values(values, index)
             if self._forward_hooks:  # observers (analysis) read the weights from forward()
                 self(scores)
-        if scores.is_cuda or bool(empty.any()):
+        # As in the base class: the empty-row fill is skipped on the CPU when none exists.
+        has_empty = scores.is_cuda or bool(empty.any())
+        if has_empty:
             out = out.masked_fill(empty.unsqueeze(-1), 0.0)
         if not need_weights:
             return out, None
         weights = one_hot(index, scores.size(-1), torch.promote_types(scores.dtype, torch.float32))
-        return out, weights.masked_fill(empty.unsqueeze(-1), 0.0)
+        return out, weights.masked_fill(empty.unsqueeze(-1), 0.0) if has_empty else weights
 
     @staticmethod
     def _sample_and_retrieve(scores, values, dropout):
