@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from sparse_attn_plugin.normalizers import NAMES, build_normalizer
+from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES, build_normalizer
 from sparse_attn_plugin.provenance import (
     describe_machine,
     git_commit,
@@ -40,8 +40,9 @@ from sparse_attn_plugin.timing import interleaved_medians
 
 #: The normalisers timed here. Hard retrieval replaces the weighted sum as well, so
 #: its module alone is not what a model runs: benchmarks/bench_hard_attention.py
-#: times the whole attention operation instead.
-NORMALIZERS = tuple(name for name in NAMES if name != "hard")
+#: times the whole attention operation instead; the constrained ones also take bounds
+#: and benchmarks/bench_constrained.py times them.
+NORMALIZERS = tuple(name for name in NAMES if name not in ("hard", *CONSTRAINED))
 #: (label, batch, heads, queries, keys): encoder/decoder batches, one beam-search step.
 SHAPES = [("32x4x40x40", 32, 4, 40, 40), ("32x4x100x100", 32, 4, 100, 100),
           ("160x4x1x40 (decode step, beam 5)", 160, 4, 1, 40)]

@@ -25,7 +25,7 @@ from pathlib import Path
 from data_prep.synthetic import binarize, write_corpus
 from sparse_attn_plugin import pipeline
 from sparse_attn_plugin.demo import MODEL_FLAGS as DEMO_FLAGS
-from sparse_attn_plugin.normalizers import NAMES
+from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES
 from sparse_attn_plugin.pipeline import device_flags
 from sparse_attn_plugin.provenance import provenance_header
 from sparse_attn_plugin.results_io import markdown_table, write_json_atomic, write_text_atomic
@@ -89,7 +89,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--models", default="iwslt,demo")
-    parser.add_argument("--attn-fns", default=",".join(NAMES))
+    # Constrained attention needs fertilities and fits cross-attention only:
+    # bench_constrained.py times it.
+    parser.add_argument("--attn-fns", default=",".join(n for n in NAMES if n not in CONSTRAINED))
     parser.add_argument("--updates", type=int,
                         help="training updates per run (default: iwslt 20, demo 60)")
     parser.add_argument("--length", type=int, default=25, help="generated tokens per sentence")
@@ -99,7 +101,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     models = args.models.split(",")
     names = args.attn_fns.split(",")
-    bad = [m for m in models if m not in MODELS] + [n for n in names if n not in NAMES]
+    bad = [m for m in models if m not in MODELS]
+    bad += [n for n in names if n not in NAMES or n in CONSTRAINED]
     if bad:
         parser.error(f"unknown model or normaliser: {', '.join(bad)}")
     if min(args.length, args.test_size, args.rounds) < 1:

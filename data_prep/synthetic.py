@@ -202,7 +202,8 @@ def write_corpus(out_dir, seed=1, train=20000, valid=1000, test=1000,
 
 
 def binarize(raw_dir, dest_dir, workers=1):
-    """Run fairseq-preprocess on ``raw_dir`` and add the gold .align/.fert files.
+    """Run fairseq-preprocess on ``raw_dir`` and add the gold ``{split}.align`` and
+    ``{split}.src-tgt.fert`` files.
 
     The result appears at ``dest_dir`` only when complete; skipped when ``dest_dir``
     already holds the same MANIFEST.json as ``raw_dir``.
@@ -225,11 +226,14 @@ def binarize(raw_dir, dest_dir, workers=1):
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"]
             raise RuntimeError(f"fairseq-preprocess failed on {raw_dir}: {lines[-1]}")
-        names = [f"{s}.{x}" for s in SPLITS for x in ("align", "fert")]
+        # Gold alignments as they are; gold fertilities where --task sparse_translation
+        # looks for them.
+        copies = {f"{s}.align": f"{s}.align" for s in SPLITS}
+        copies.update({f"{s}.fert": f"{s}.src-tgt.fert" for s in SPLITS})
         if os.path.exists(raw_manifest):
-            names.append("MANIFEST.json")
-        for name in names:
-            shutil.copyfile(os.path.join(raw_dir, name), os.path.join(tmp, name))
+            copies["MANIFEST.json"] = "MANIFEST.json"
+        for name, dest in copies.items():
+            shutil.copyfile(os.path.join(raw_dir, name), os.path.join(tmp, dest))
         os.chmod(tmp, 0o755)  # mkdtemp makes it private
         if os.path.exists(dest_dir):
             shutil.rmtree(dest_dir)

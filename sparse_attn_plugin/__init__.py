@@ -14,4 +14,4 @@ __version__ = "0.1.0"
 allow_fairseq_checkpoint_globals()
 
 if find_spec("fairseq") is not None:
-    from . import models  # noqa: F401  (registers sparse_transformer)
+    from . import criterions, models, tasks  # noqa: F401  (registers them with fairseq)

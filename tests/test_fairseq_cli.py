@@ -11,7 +11,7 @@ from fairseq import checkpoint_utils
 from sparse_attn_plugin.normalizers import NAMES
 
 from conftest import BIN, PLUGIN, fairseq_env
-from models import TINY
+from models import TINY, attn_flags
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -42,8 +42,7 @@ def generate(data, checkpoint, *flags):
 def checkpoints(synthetic_bin, tmp_path_factory):
     """One briefly trained checkpoint per normaliser."""
     root = tmp_path_factory.mktemp("ckpt")
-    extra = {"topk": ["--topk", "3"]}
-    return {name: train(synthetic_bin, root / name, "--attn-fn", name, *extra.get(name, []))
+    return {name: train(synthetic_bin, root / name, *attn_flags(name, topk=3))
             for name in NAMES}
 
 
@@ -52,7 +51,8 @@ def test_train_then_generate(synthetic_bin, checkpoints, name):
     hypotheses = generate(synthetic_bin, checkpoints[name])
     assert len(hypotheses) == 40  # one per test sentence
     state = torch.load(checkpoints[name], weights_only=True)  # torch>=2.6 default loading
-    assert state["cfg"]["model"].attn_fn == name
+    cfg = state["cfg"]["model"]
+    assert (cfg.decoder_cross_attn_fn or cfg.attn_fn) == name
 
 
 @pytest.mark.parametrize("trained,decode", [("entmax_alpha", "softmax"), ("softmax", "topk")])

@@ -9,11 +9,10 @@ from fairseq.sequence_generator import SequenceGenerator
 from sparse_attn_plugin.modules import SparseMultiheadAttention
 from sparse_attn_plugin.normalizers import FITS, NAMES, SITES, build_normalizer
 
-from models import batch, build
+from models import attn_flags, batch, build
 
 SITE_OF = {"encoder": {"self_attn": "encoder_self"},
            "decoder": {"self_attn": "decoder_self", "encoder_attn": "decoder_cross"}}
-PER_NAME = {"topk": ["--topk", "2"]}
 
 
 def attention_sites(model):
@@ -81,7 +80,7 @@ def decode_incrementally(model, sample):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_incremental_decoding_equals_full_forward(synthetic_bin, name):
-    task, model = build(synthetic_bin, extra=["--attn-fn", name, *PER_NAME.get(name, [])])
+    task, model = build(synthetic_bin, extra=attn_flags(name))
     model.eval()
     sample = batch(task)
     with torch.no_grad():
@@ -96,7 +95,7 @@ def test_incremental_decoding_equals_full_forward(synthetic_bin, name):
 def test_beam_search_scores_equal_teacher_forced_scores(synthetic_bin, name):
     """Beam search reorders the cached state of every site: its hypothesis scores
     must equal scoring the same hypotheses with a full forward pass."""
-    task, model = build(synthetic_bin, extra=["--attn-fn", name, *PER_NAME.get(name, [])])
+    task, model = build(synthetic_bin, extra=attn_flags(name))
     torch.manual_seed(0)
     for p in model.parameters():  # a peaked model, so beams diverge and get reordered
         p.data.normal_(0, 0.5)

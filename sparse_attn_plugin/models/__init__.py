@@ -1,5 +1,6 @@
 """Registered fairseq models and their named architectures."""
 
+from .sparse_lstm import SparseLSTMModel
 from .sparse_transformer import SparseTransformerModel
 
-__all__ = ["SparseTransformerModel"]
+__all__ = ["SparseLSTMModel", "SparseTransformerModel"]

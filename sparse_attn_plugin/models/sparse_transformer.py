@@ -15,8 +15,16 @@ from fairseq.models.transformer import (
     transformer_wmt_en_de,
 )
 
-from ..modules import SparseTransformerDecoder, SparseTransformerEncoder
+from ..modules import SparseTransformerDecoder, SparseTransformerEncoder, site_normalizer_name
+from ..normalizers import CONSTRAINED
 from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
+from .fertility_args import (
+    FertilityPredictorMixin,
+    add_fertility_args,
+    build_fertility,
+    check_fertility_args,
+    set_fertility_defaults,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +32,7 @@ NORMALIZER_KEY = ".normalizer."
 
 
 @register_model("sparse_transformer")
-class SparseTransformerModel(TransformerModel):
+class SparseTransformerModel(FertilityPredictorMixin, TransformerModel):
     """Transformer (Vaswani et al. 2017) whose attention sites use top-k, sparsemax,
     1.5-entmax or learned alpha-entmax instead of softmax (``--attn-fn``)."""
 
@@ -32,19 +40,37 @@ class SparseTransformerModel(TransformerModel):
     def add_args(cls, parser):
         super().add_args(parser)
         add_attention_args(parser)
+        add_fertility_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
         set_attention_defaults(args)
+        set_fertility_defaults(args)
         try:
             check_attention_args(args)
-        except ValueError as err:
+            check_fertility_args(args)
+            return super().build_model(args, task)
+        except ValueError as err:  # includes FertilityError
             raise SystemExit(f"error: {err}") from None
-        return super().build_model(args, task)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        return SparseTransformerEncoder(cfg, src_dict, embed_tokens)
+        fertility = None
+        if site_normalizer_name(cfg, "decoder_cross") in CONSTRAINED:
+            fertility = build_fertility(cfg, src_dict)
+        return SparseTransformerEncoder(cfg, src_dict, embed_tokens, fertility,
+                                        getattr(cfg, "sink_token", False))
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=True,
+                features_only=False, alignment_layer=None, alignment_heads=None,
+                src_fertility=None):
+        encoder_out = self.encoder(src_tokens, src_lengths=src_lengths,
+                                   return_all_hiddens=return_all_hiddens,
+                                   src_fertility=src_fertility)
+        return self.decoder(prev_output_tokens, encoder_out=encoder_out,
+                            features_only=features_only, alignment_layer=alignment_layer,
+                            alignment_heads=alignment_heads, src_lengths=src_lengths,
+                            return_all_hiddens=return_all_hiddens)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
@@ -77,6 +103,7 @@ def _sparse_architecture(name, transformer_defaults):
     @register_model_architecture("sparse_transformer", name)
     def architecture(args):
         set_attention_defaults(args)
+        set_fertility_defaults(args)
         transformer_defaults(args)
 
     architecture.__name__ = name

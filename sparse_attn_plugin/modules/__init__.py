@@ -8,11 +8,12 @@ from .transformer_layers import (
     SparseTransformerEncoder,
     SparseTransformerEncoderLayer,
     build_site_normalizer,
+    normalizer_options,
     site_normalizer_name,
 )
 
 __all__ = [
     "SparseMultiheadAttention", "SparseTransformerDecoder", "SparseTransformerDecoderLayer",
     "SparseTransformerEncoder", "SparseTransformerEncoderLayer", "build_site_normalizer",
-    "site_normalizer_name",
+    "normalizer_options", "site_normalizer_name",
 ]

@@ -63,14 +63,20 @@ class SparseMultiheadAttention(MultiheadAttention):
             return scores, v
         tgt_len, bsz, embed_dim = query.shape
         src_len = scores.size(-1)
-        attn, weights = self.normalizer.attend(
+        attn, weights = self.attend(
             scores.view(bsz, self.num_heads, tgt_len, src_len),
             v.view(-1, self.num_heads, src_len, self.head_dim),
-            self.dropout_module,
             need_weights or need_head_weights,
+            incremental_state,
         )
         attn = self.out_proj(attn.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim))
         if weights is None:
             return attn, None
         head_weights = weights.transpose(0, 1)  # (H, B, T, S), as fairseq returns
         return attn, head_weights if need_head_weights else head_weights.mean(dim=0)
+
+    def attend(self, scores: Tensor, values: Tensor, need_weights: bool,
+               incremental_state) -> Tuple[Tensor, Optional[Tensor]]:
+        """Outputs ``(B, H, T, d)`` and weights for scores ``(B, H, T, S)`` and values
+        ``(B_kv, H, S, d)`` (see :meth:`Normalizer.attend`)."""
+        return self.normalizer.attend(scores, values, self.dropout_module, need_weights)

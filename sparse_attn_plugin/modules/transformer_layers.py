@@ -5,10 +5,18 @@ overridden per site by ``encoder_self_attn_fn``, ``decoder_self_attn_fn`` and
 ``decoder_cross_attn_fn``; the normalisers' hyper-parameters are the fields of
 :class:`~sparse_attn_plugin.normalizers.NormalizerOptions`. Everything else is
 fairseq's transformer, so parameter names (and checkpoints) are unchanged.
+
+With a constrained cross-attention (``csoftmax``, ``csparsemax``) the encoder also
+returns the source tokens' fertilities, and with ``sink_token`` a learned sink state
+after each sentence's last token (the transformer's counterpart of the ``<SINK>`` word
+of Malaviya et al. 2018: the attention can park mass there); the decoder hands the
+fertilities to its cross-attention and returns attention over the batch's own columns.
 """
 
 from dataclasses import fields
+from typing import Optional
 
+import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
@@ -16,9 +24,14 @@ from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
 )
+from torch import Tensor, nn
 
-from ..normalizers import NormalizerOptions, build_normalizer
+from ..normalizers import CONSTRAINED, NormalizerOptions, build_normalizer
+from .bounded_attention import BoundedAttention
+from .constrained_cross_attention import ConstrainedMultiheadAttention
+from .fertility import Fertility
 from .multihead_attention import SparseMultiheadAttention
+from .source_layout import SourceLayout, to_source_columns
 
 
 def site_normalizer_name(cfg, site: str) -> str:
@@ -26,15 +39,18 @@ def site_normalizer_name(cfg, site: str) -> str:
     return getattr(cfg, f"{site}_attn_fn", None) or getattr(cfg, "attn_fn", None) or "softmax"
 
 
-def build_site_normalizer(cfg, site: str, num_heads: int):
-    """The normaliser module for one attention site of a model configured by ``cfg``."""
-    options = {
+def normalizer_options(cfg) -> NormalizerOptions:
+    """The normalisers' hyper-parameters set in ``cfg`` (defaults for the others)."""
+    return NormalizerOptions(**{
         f.name: getattr(cfg, f.name)
         for f in fields(NormalizerOptions)
         if getattr(cfg, f.name, None) is not None
-    }
-    name = site_normalizer_name(cfg, site)
-    return build_normalizer(name, num_heads, NormalizerOptions(**options))
+    })
+
+
+def build_site_normalizer(cfg, site: str, num_heads: int):
+    """The normaliser module for one attention site of a model configured by ``cfg``."""
+    return build_normalizer(site_normalizer_name(cfg, site), num_heads, normalizer_options(cfg))
 
 
 class SparseTransformerEncoderLayer(TransformerEncoderLayerBase):
@@ -68,17 +84,21 @@ class SparseTransformerDecoderLayer(TransformerDecoderLayerBase):
 
     def build_encoder_attention(self, embed_dim, cfg):
         heads = cfg.decoder.attention_heads
-        return SparseMultiheadAttention(
-            embed_dim,
-            heads,
+        kwargs = dict(
             kdim=cfg.encoder.embed_dim,
             vdim=cfg.encoder.embed_dim,
             dropout=cfg.attention_dropout,
             encoder_decoder_attention=True,
             q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
-            normalizer=build_site_normalizer(cfg, "decoder_cross", heads),
         )
+        name = site_normalizer_name(cfg, "decoder_cross")
+        if name in CONSTRAINED:
+            bounded = BoundedAttention(name, heads, cfg.exhaustion_c, normalizer_options(cfg))
+            return ConstrainedMultiheadAttention(embed_dim, heads, bounded=bounded, **kwargs)
+        return SparseMultiheadAttention(
+            embed_dim, heads, normalizer=build_site_normalizer(cfg, "decoder_cross", heads),
+            **kwargs)
 
 
 def _wrap_layer(layer, cfg):
@@ -90,10 +110,71 @@ def _wrap_layer(layer, cfg):
 
 
 class SparseTransformerEncoder(TransformerEncoderBase):
+    """fairseq's encoder, plus fertilities and an optional sink (see the module doc).
+
+    The extra outputs: ``fertility`` ``[(B, S')]`` (``inf`` on the sink) and
+    ``model_columns`` ``[(B, S)]`` (:class:`SourceLayout`); both empty lists when the
+    layout is the batch's own.
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens, fertility: Optional[Fertility] = None,
+                 sink: bool = False, return_fc: bool = False):
+        super().__init__(cfg, dictionary, embed_tokens, return_fc)
+        self.fertility = fertility
+        self.sink = (nn.Parameter(torch.randn(cfg.encoder.embed_dim) * 0.02) if sink
+                     else None)
+
     def build_encoder_layer(self, cfg):
         return _wrap_layer(SparseTransformerEncoderLayer(cfg, return_fc=self.return_fc), cfg)
 
+    def forward(self, src_tokens, src_lengths: Optional[Tensor] = None,
+                return_all_hiddens: bool = False, token_embeddings: Optional[Tensor] = None,
+                src_fertility: Optional[Tensor] = None):
+        out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        out["fertility"], out["model_columns"] = [], []
+        if self.fertility is None and self.sink is None:
+            return out
+        layout = SourceLayout(src_tokens.eq(self.padding_idx), sink=self.sink is not None)
+        states = layout.to_model(out["encoder_out"][0].transpose(0, 1), self.sink)
+        out["encoder_out"] = [states.transpose(0, 1)]
+        out["encoder_padding_mask"] = [layout.padding_mask]
+        out["model_columns"] = [layout.model_columns]
+        if self.fertility is not None:
+            out["fertility"] = [layout.to_model(self.fertility(src_tokens, src_fertility),
+                                                float("inf"))]
+        return out
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        for key in ("fertility", "model_columns"):
+            reordered[key] = [t.index_select(0, new_order) for t in encoder_out.get(key, [])]
+        return reordered
+
 
 class SparseTransformerDecoder(TransformerDecoderBase):
+    """fairseq's decoder; binds fertilities to constrained cross-attention and returns
+    attention over the batch's source columns."""
+
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return _wrap_layer(SparseTransformerDecoderLayer(cfg, no_encoder_attn), cfg)
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                         full_context_alignment=False, alignment_layer=None,
+                         alignment_heads=None):
+        constrained = [m for m in self.modules() if isinstance(m, ConstrainedMultiheadAttention)]
+        fertility = encoder_out.get("fertility", []) if encoder_out else []
+        if constrained and not fertility:
+            raise RuntimeError("constrained cross-attention needs the encoder's fertilities")
+        for module in constrained:
+            module.fertility = fertility[0]
+        try:
+            x, extra = super().extract_features(
+                prev_output_tokens, encoder_out, incremental_state, full_context_alignment,
+                alignment_layer, alignment_heads)
+        finally:
+            for module in constrained:
+                module.fertility = None
+        columns = encoder_out.get("model_columns", []) if encoder_out else []
+        if columns and extra["attn"] and extra["attn"][0] is not None:
+            extra["attn"] = [to_source_columns(extra["attn"][0], columns[0])]
+        return x, extra

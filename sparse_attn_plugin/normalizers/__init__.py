@@ -1,12 +1,14 @@
 """Attention normalisers: pure torch, no fairseq import.
 
 Each maps scores ``(B, H, T, S)`` with ``-inf`` on masked keys to attention weights
-(see :mod:`.base`). :func:`build_normalizer` makes one by its command-line name.
+(see :mod:`.base`); the constrained ones (:data:`CONSTRAINED`) also take upper bounds
+``(B, H, T, S)`` on the weights. :func:`build_normalizer` makes one by its command-line name.
 """
 
 from dataclasses import dataclass
 
 from .base import SITES, Normalizer, Softmax
+from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
 from .entmax_family import ALPHA_MAX, ALPHA_MIN, Entmax15, EntmaxAlpha, Sparsemax
 from .hard import HardRetrieval
 from .topk import TopK
@@ -31,11 +33,19 @@ _FACTORIES = {
         heads, opt.entmax_alpha_init, opt.entmax_bisect_iter
     ),
     "hard": lambda heads, opt: HardRetrieval(),
+    "csoftmax": lambda heads, opt: CSoftmax(),
+    "csparsemax": lambda heads, opt: CSparsemax(),
 }
+
+#: Normalisers whose weights are bounded by fertilities (Malaviya et al. 2018): they are
+#: called as ``normalizer(scores, upper)``.
+CONSTRAINED = ("csoftmax", "csparsemax")
 
 #: Sites each normaliser may be used at. Hard retrieval is meant for the decoder
 #: (Xu et al. 2021); in encoder self-attention it is allowed but hurts (their Table 3).
-FITS = {name: SITES for name in _FACTORIES}
+#: Fertility bounds what each source token receives, so the constrained ones fit
+#: cross-attention only.
+FITS = {name: ("decoder_cross",) if name in CONSTRAINED else SITES for name in _FACTORIES}
 
 #: Names accepted by ``--attn-fn`` and the per-site flags.
 NAMES = tuple(_FACTORIES)
@@ -63,7 +73,8 @@ def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = Nor
 
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "FITS", "NAMES", "SITES", "Entmax15", "EntmaxAlpha",
-    "HardRetrieval", "Normalizer", "NormalizerOptions", "Softmax", "Sparsemax", "TopK",
-    "build_normalizer", "check_fits",
+    "ALPHA_MAX", "ALPHA_MIN", "CONSTRAINED", "FITS", "NAMES", "SITES", "CSoftmax",
+    "CSparsemax", "Entmax15", "EntmaxAlpha", "HardRetrieval", "InfeasibleBounds", "Normalizer",
+    "NormalizerOptions", "Softmax", "Sparsemax", "TopK", "build_normalizer", "check_fits",
+    "csoftmax", "csparsemax",
 ]

@@ -1,0 +1,172 @@
+"""Speed of constrained softmax and constrained sparsemax, as a ratio to softmax.
+
+What is timed: the normaliser alone (scores and upper bounds in, weights out) on
+the attention shapes of Malaviya et al. (2018)'s LSTM decoder (one step of a batch,
+and one step of beam search) and on a transformer's cross-attention, with random key
+padding (10-20% of each source's keys are ``-inf``) and random bounds shaped like the
+ones a fertility model produces, ``u = max(0, f - beta)`` for fertilities ``f`` in
+{1, 2, 3} and a random cumulative attention ``beta`` (so some bounds are 0), with a
+``+inf`` sink bound at each source's last unmasked key. Two modes:
+
+* train: forward + backward of a random upstream gradient, to the scores and, for
+  the constrained transforms, to the bounds;
+* infer: forward only under ``torch.inference_mode()``.
+
+After warm-up calls the transforms take turns in rounds and the median over rounds
+is kept. Each cell is a THROUGHPUT ratio, ``softmax time / transform time``: 1.0 is
+as fast as softmax, 0.5 half as fast. Sparsemax (unconstrained) is timed alongside
+for reference.
+
+    python benchmarks/bench_constrained.py --out results/bench [--device cpu] [--quick]
+"""
+
+import argparse
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from sparse_attn_plugin.normalizers import Softmax, Sparsemax
+from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
+from sparse_attn_plugin.provenance import describe_machine, git_commit, provenance_header
+from sparse_attn_plugin.results_io import markdown_table, write_text_atomic
+from sparse_attn_plugin.timing import interleaved_medians
+
+#: name -> (module factory, takes upper bounds)
+METHODS = {"softmax": (Softmax, False), "sparsemax": (Sparsemax, False),
+           "csoftmax": (CSoftmax, True), "csparsemax": (CSparsemax, True)}
+#: (label, shape, sources): the scores' shape, and how many distinct sources (padding
+#: patterns) its leading dimension holds; the keys are always the last dimension.
+SHAPES = [("LSTM step 64x40", (64, 40), 64),
+          ("LSTM beam step 160x40 (beam 5 x 32)", (160, 40), 32),
+          ("cross-attention 32x4x40x40", (32, 4, 40, 40), 32)]
+MODES = {"train": "Training: forward + backward", "infer": "Inference: forward only"}
+
+
+def make_inputs(shape, sources, dtype, device, gen):
+    """Scores with padded keys, and fertility-like bounds with a sink per source."""
+    lead, src = shape[0], shape[-1]
+    per_source = lead // sources                 # beam hypotheses sharing one source
+    lo, hi = math.ceil(0.1 * src), max(math.ceil(0.1 * src), math.floor(0.2 * src))
+    pad = torch.randint(lo, hi + 1, (sources,), generator=gen).repeat_interleave(per_source)
+    length = src - pad                                               # (lead,)
+    view = (lead,) + (1,) * (len(shape) - 1)
+    keys = torch.arange(src)
+    masked = keys >= length.view(view)
+    sink = keys == (length - 1).view(view)
+    scores = torch.randn(shape, generator=gen).masked_fill(masked, float("-inf"))
+    fertility = torch.randint(1, 4, (sources, src), generator=gen).float()
+    fertility = fertility.repeat_interleave(per_source, 0).view((lead,) + (1,) * (len(shape) - 2)
+                                                                 + (src,))
+    coverage = torch.rand(shape, generator=gen) * 1.2 * fertility    # beta, sometimes > f
+    upper = (fertility - coverage).clamp_min(0.0).masked_fill(sink, float("inf"))
+    return (scores.to(device=device, dtype=dtype), upper.to(device=device, dtype=dtype))
+
+
+def bench_shape(scores, upper, mode, args, sync):
+    """Median seconds per call of every transform on ``scores`` in ``mode``."""
+    calls = {}
+    for name, (factory, bounded) in METHODS.items():
+        module = factory().to(scores.device)
+        if mode == "train":
+            x = scores.detach().requires_grad_(True)
+            u = upper.detach().requires_grad_(True)
+            inputs = (x, u) if bounded else (x,)
+            upstream = torch.randn(scores.shape, device=scores.device)
+            calls[name] = (lambda m=module, i=inputs, g=upstream:
+                           torch.autograd.grad(m(*i), i, g))
+        else:
+            module.eval()
+            inputs = (scores, upper) if bounded else (scores,)
+            calls[name] = lambda m=module, i=inputs: m(*i)
+    context = torch.inference_mode() if mode == "infer" else torch.enable_grad()
+    with context:
+        for fn in calls.values():
+            for _ in range(args.warmup):
+                fn()
+        return interleaved_medians(calls, args.repeats, args.sample_s, sync)
+
+
+def markdown(results, labels, args, command):
+    lines = ["# Constrained attention speed: throughput ratio to softmax", "",
+             provenance_header(command),
+             f"Device `{args.device}`, dtype `{args.dtype}`, median of {args.repeats} "
+             "interleaved rounds. Cells are `softmax time / transform time` for the "
+             "transform alone (scores and bounds in, weights out): 1.0 is as fast as "
+             "softmax. Keys are the last dimension (40 source positions, 10-20% padded); "
+             "bounds are `max(0, f - beta)` with fertilities f in {1, 2, 3}, random "
+             "cumulative attention beta and a `+inf` sink at each source's last key. "
+             "Training includes the backward pass to the scores and the bounds.", ""]
+    for mode, title in MODES.items():
+        rows = [[name] + [f"{results[mode][lab][name]['throughput_ratio']:.2f}" for lab in labels]
+                for name in METHODS]
+        lines += [f"## {title}", "", markdown_table(["transform", *labels], rows)]
+    rows = [[title.split(":")[0]] + [f"{1e6 * results[mode][lab]['softmax']['median_s']:.1f}"
+                                     for lab in labels] for mode, title in MODES.items()]
+    lines += ["## Softmax time per call (microseconds), the reference", "",
+              markdown_table(["mode", *labels], rows)]
+    return "\n".join(lines)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=Path("results/bench"),
+                   help="write DIR/constrained.md and .json (default results/bench)")
+    p.add_argument("--device", choices=["cpu", "cuda"],
+                   default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--repeats", type=int, default=15, help="timed rounds (median kept)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls per transform")
+    p.add_argument("--sample-s", type=float, default=0.005,
+                   help="aim for at least this long a timed sample of each transform")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up call (tests)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.repeats, args.warmup, args.sample_s = 2, 1, 0.0
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
+    return args
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = parse_args(argv)
+    command = "python benchmarks/bench_constrained.py " + shlex.join(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = getattr(torch, args.dtype)
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    gen = torch.Generator().manual_seed(args.seed)
+    torch.manual_seed(args.seed)  # upstream gradients
+    started = time.perf_counter()
+    results, labels = {mode: {} for mode in MODES}, []
+    for label, shape, sources in SHAPES:
+        labels.append(label)
+        scores, upper = make_inputs(shape, sources, dtype, args.device, gen)
+        for mode in MODES:
+            medians = bench_shape(scores, upper, mode, args, sync)
+            results[mode][label] = {
+                name: {"median_s": s, "time_ratio": s / medians["softmax"],
+                       "throughput_ratio": medians["softmax"] / s}
+                for name, s in medians.items()}
+    elapsed = time.perf_counter() - started
+    text = markdown(results, labels, args, command)
+    print(text)
+    print(f"benchmark took {elapsed:.1f} s")
+    args.out.mkdir(parents=True, exist_ok=True)
+    record = {"command": command, "commit": git_commit(), "machine": describe_machine(),
+              "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+              "shapes": labels, "elapsed_s": elapsed, "results": results}
+    write_text_atomic(args.out / "constrained.md", text)
+    write_text_atomic(args.out / "constrained.json", json.dumps(record, indent=1) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()

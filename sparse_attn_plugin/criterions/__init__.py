@@ -1,0 +1,5 @@
+"""Registered fairseq criterions."""
+
+from .fertility_loss import FertilityCriterion
+
+__all__ = ["FertilityCriterion"]

@@ -1,0 +1,90 @@
+"""Command-line flags of constrained attention (Malaviya et al. 2018): sink, exhaustion,
+fertility strategy and the fertility predictor, shared by the LSTM and the transformer."""
+
+from ..modules.fertility import STRATEGIES, Fertility
+from ..modules.fertility_predictor import FertilityPredictor
+
+#: Flag defaults; the predictor's sizes are the reference tagger's.
+DEFAULTS = {
+    "sink_token": False,
+    "exhaustion_c": 0.0,
+    "fertility": "constant",
+    "fertility_value": 2.0,
+    "fertility_table": None,
+    "fertility_slack": 1.0,
+    "fertility_predictor_embed_dim": 256,
+    "fertility_predictor_hidden_size": 256,
+    "fertility_predictor_layers": 2,
+    "fertility_predictor_dropout": 0.2,
+    "fertility_max": 10,
+}
+
+
+def add_fertility_args(parser):
+    """Add the sink, exhaustion and fertility flags."""
+    parser.add_argument("--sink-token", action="store_true",
+                        help="append a sink with unbounded fertility to every source sentence")
+    parser.add_argument("--exhaustion-c", type=float, metavar="C",
+                        help="exhaustion strategy: add C times the remaining fertility to the "
+                             "scores (0.2 in the paper; default 0)")
+    parser.add_argument("--fertility", choices=STRATEGIES,
+                        help="where constrained attention's fertilities come from "
+                             "(default constant)")
+    parser.add_argument("--fertility-value", type=float, metavar="F",
+                        help="fertility of every token with --fertility constant (default 2)")
+    parser.add_argument("--fertility-table", metavar="FILE",
+                        help="word<TAB>fertility table for --fertility guided "
+                             "(sparse-attn-align fertility --out-guided)")
+    parser.add_argument("--fertility-slack", type=float, metavar="S",
+                        help="added to --fertility predicted's fertilities (default 1)")
+    parser.add_argument("--fertility-predictor-embed-dim", type=int, metavar="N")
+    parser.add_argument("--fertility-predictor-hidden-size", type=int, metavar="N",
+                        help="per direction")
+    parser.add_argument("--fertility-predictor-layers", type=int, metavar="N")
+    parser.add_argument("--fertility-predictor-dropout", type=float, metavar="P")
+    parser.add_argument("--fertility-max", type=int, metavar="K",
+                        help="largest fertility class of the predictor (default 10)")
+
+
+def set_fertility_defaults(args):
+    """Defaults of the flags (fairseq convention: in the architecture)."""
+    for name, value in DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
+def check_fertility_args(args):
+    """Raise ValueError (one line) for infeasible settings."""
+    if args.fertility == "constant" and args.fertility_value <= 0:
+        raise ValueError(f"--fertility-value must be positive, got {args.fertility_value}")
+    if args.fertility == "guided" and not args.fertility_table:
+        raise ValueError("--fertility guided needs --fertility-table FILE")
+    if args.exhaustion_c < 0:
+        raise ValueError(f"--exhaustion-c must be >= 0, got {args.exhaustion_c}")
+    if args.fertility_slack < 0:
+        raise ValueError(f"--fertility-slack must be >= 0, got {args.fertility_slack}")
+    if args.fertility_max < 1:
+        raise ValueError(f"--fertility-max must be >= 1, got {args.fertility_max}")
+
+
+def build_fertility(args, dictionary) -> Fertility:
+    """The fertility source the flags describe, for the source ``dictionary``."""
+    predictor = None
+    if args.fertility == "predicted":
+        predictor = FertilityPredictor(
+            len(dictionary), dictionary.pad(), args.fertility_predictor_embed_dim,
+            args.fertility_predictor_hidden_size, args.fertility_predictor_layers,
+            args.fertility_predictor_dropout, args.fertility_max)
+    return Fertility(args.fertility, dictionary, args.fertility_value, args.fertility_table,
+                     args.fertility_slack, predictor)
+
+
+class FertilityPredictorMixin:
+    """Gives a model whose encoder holds a :class:`Fertility` the ``fertility_predictor``
+    attribute the criterion trains."""
+
+    @property
+    def fertility_predictor(self):
+        """The fertility tagger, or None."""
+        fertility = getattr(self.encoder, "fertility", None)
+        return None if fertility is None else fertility.predictor

@@ -1,0 +1,125 @@
+"""``sparse_lstm``: the BiLSTM encoder-decoder of Malaviya et al. (2018) with sparse and
+constrained attention (``--attn-fn csparsemax --sink-token --exhaustion-c 0.2``)."""
+
+import logging
+
+from fairseq.models import (
+    FairseqEncoderDecoderModel,
+    register_model,
+    register_model_architecture,
+)
+
+from ..modules import normalizer_options
+from ..modules.bounded_attention import BoundedAttention
+from ..modules.lstm import SparseLSTMDecoder, SparseLSTMEncoder
+from ..normalizers import CONSTRAINED, NAMES, NormalizerOptions
+from .fertility_args import (
+    FertilityPredictorMixin,
+    add_fertility_args,
+    build_fertility,
+    check_fertility_args,
+    set_fertility_defaults,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Normalisers the LSTM's attention can use (hard retrieval is a transformer method).
+LSTM_NAMES = tuple(name for name in NAMES if name != "hard")
+
+
+@register_model("sparse_lstm")
+class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
+    """BiLSTM encoder, input-feeding LSTM decoder, bilinear attention with any of
+    softmax, sparsemax, entmax, csoftmax or csparsemax, fertilities, sink and coverage."""
+
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument("--encoder-embed-dim", type=int, metavar="N")
+        parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
+                            help="both directions together")
+        parser.add_argument("--encoder-layers", type=int, metavar="N")
+        parser.add_argument("--decoder-embed-dim", type=int, metavar="N")
+        parser.add_argument("--decoder-hidden-size", type=int, metavar="N")
+        parser.add_argument("--decoder-layers", type=int, metavar="N")
+        parser.add_argument("--dropout", type=float, metavar="P")
+        parser.add_argument("--share-decoder-input-output-embed", action="store_true")
+        parser.add_argument("--attn-fn", choices=LSTM_NAMES, metavar="NAME",
+                            help=f"attention normaliser: {', '.join(LSTM_NAMES)}")
+        parser.add_argument("--topk", type=int, metavar="K")
+        parser.add_argument("--topk-train-only", action="store_true")
+        parser.add_argument("--entmax-alpha-init", type=float, metavar="A")
+        parser.add_argument("--entmax-bisect-iter", type=int, metavar="N")
+        parser.add_argument("--coverage-vector", action="store_true",
+                            help="add beta_{t-1,j} s_t^T v to the scores (Tu et al. 2016)")
+        add_fertility_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        sparse_lstm(args)
+        try:
+            check_fertility_args(args)
+            return cls._build(args, task)
+        except ValueError as err:  # infeasible settings, unreadable fertility table
+            raise SystemExit(f"error: {err}") from None
+
+    @classmethod
+    def _build(cls, args, task):
+        constrained = args.attn_fn in CONSTRAINED
+        if not constrained and (args.exhaustion_c or args.fertility != "constant"):
+            logger.warning("--exhaustion-c and --fertility only act on csoftmax/csparsemax "
+                           "attention; %s ignores them", args.attn_fn)
+        fertility = build_fertility(args, task.source_dictionary) if constrained else None
+        encoder = SparseLSTMEncoder(
+            task.source_dictionary, args.encoder_embed_dim, args.encoder_hidden_size,
+            args.encoder_layers, args.dropout, args.dropout, args.sink_token, fertility)
+        attention = BoundedAttention(args.attn_fn, 1, args.exhaustion_c,
+                                     normalizer_options(args))
+        decoder = SparseLSTMDecoder(
+            task.target_dictionary, args.decoder_embed_dim, args.decoder_hidden_size,
+            args.decoder_layers, args.dropout, args.dropout, args.encoder_hidden_size,
+            attention, args.coverage_vector, args.share_decoder_input_output_embed)
+        return cls(encoder, decoder)
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, src_fertility=None):
+        encoder_out = self.encoder(src_tokens, src_lengths, src_fertility)
+        return self.decoder(prev_output_tokens, encoder_out)
+
+    def max_positions(self):
+        return (self.encoder.max_positions(), self.decoder.max_positions())
+
+
+def _default(args, name, value):
+    if getattr(args, name, None) is None:
+        setattr(args, name, value)
+
+
+@register_model_architecture("sparse_lstm", "sparse_lstm")
+def sparse_lstm(args):
+    """A small 1-layer model: 256 units, dropout 0.1, softmax attention."""
+    _default(args, "encoder_embed_dim", 256)
+    _default(args, "encoder_hidden_size", 256)
+    _default(args, "encoder_layers", 1)
+    _default(args, "decoder_embed_dim", args.encoder_embed_dim)
+    _default(args, "decoder_hidden_size", args.encoder_hidden_size)
+    _default(args, "decoder_layers", args.encoder_layers)
+    _default(args, "dropout", 0.1)
+    _default(args, "attn_fn", "softmax")
+    options = NormalizerOptions()
+    _default(args, "topk", options.topk)
+    _default(args, "topk_train_only", options.topk_train_only)
+    _default(args, "entmax_alpha_init", options.entmax_alpha_init)
+    _default(args, "entmax_bisect_iter", options.entmax_bisect_iter)
+    _default(args, "coverage_vector", False)
+    _default(args, "share_decoder_input_output_embed", False)
+    set_fertility_defaults(args)
+
+
+@register_model_architecture("sparse_lstm", "sparse_lstm_malaviya")
+def sparse_lstm_malaviya(args):
+    """Malaviya et al. (2018), OpenNMT defaults: 2 layers of 500 units, BiLSTM encoder,
+    500-dim embeddings, dropout 0.3."""
+    _default(args, "encoder_embed_dim", 500)
+    _default(args, "encoder_hidden_size", 500)
+    _default(args, "encoder_layers", 2)
+    _default(args, "dropout", 0.3)
+    sparse_lstm(args)

@@ -1,0 +1,110 @@
+"""Where the fertilities that bound constrained attention come from (Malaviya et al. 2018).
+
+The fertility ``f_j`` of source token ``j`` is the total attention it may receive over
+all decoder steps. Three strategies, as in the paper:
+
+* ``constant``: ``f_j = value`` for every token (2 or 3 in the paper);
+* ``guided``: per source word type, the largest number of target words aligned to it in
+  the word-aligned training data (at least 1; unseen types 1), read from the table
+  ``sparse-attn-align fertility --out-guided`` writes;
+* ``predicted``: in training, the aligner's count for this very token (the per-token
+  files of ``--task sparse_translation``), at least 1, plus ``slack``; otherwise (validation,
+  generation) the expected fertility under the :class:`FertilityPredictor` tagger, plus
+  ``slack``. The reference code's default slack is 1 for these and 0 for the others.
+
+The source's end-of-sentence token is given fertility :data:`EOS_FERTILITY` (it is a
+token the target's end aligns to; the reference had no source EOS). Padding gets 0.
+"""
+
+import logging
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from .fertility_predictor import FertilityPredictor
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("constant", "guided", "predicted")
+#: Fertility of the source's end-of-sentence token under the guided and predicted strategies.
+EOS_FERTILITY = 1.0
+
+
+class FertilityError(ValueError):
+    """Fertilities that are missing or unreadable; the message is one line."""
+
+
+def read_guided_table(path, dictionary) -> Tensor:
+    """Per-type fertilities ``(len(dictionary),)`` from a ``word<TAB>fertility`` file: at least
+    1, and 1 for types the table lacks. Raises FertilityError naming the file and line."""
+    table = torch.ones(len(dictionary))
+    path = Path(path)
+    if not path.is_file():
+        raise FertilityError(f"guided fertility table {path} does not exist "
+                         "(write it with sparse-attn-align fertility --out-guided)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines:
+        raise FertilityError(f"guided fertility table {path} is empty")
+    known = 0
+    for number, line in enumerate(lines, 1):
+        word, sep, value = line.rpartition("\t")
+        if not sep or not value.strip().isdigit():
+            raise FertilityError(f"{path}:{number}: expected 'word<TAB>fertility', "
+                                 f"got {line!r}")
+        index = dictionary.index(word)
+        if index != dictionary.unk():
+            table[index] = max(1, int(value))
+            known += 1
+    logger.info("guided fertilities for %d of %d source types from %s", known,
+                len(dictionary), path)
+    return table
+
+
+class Fertility(nn.Module):
+    """Per-token fertilities ``(B, S)`` for a batch of source tokens, by one strategy.
+
+    Args:
+        strategy: one of :data:`STRATEGIES`.
+        dictionary: the source dictionary (padding and EOS indices; guided table).
+        value: the constant fertility.
+        table_path: the guided table (read once; kept in the checkpoint).
+        slack: added to predicted (and, in training, aligned) fertilities.
+        predictor: the tagger, for ``predicted``.
+    """
+
+    def __init__(self, strategy: str, dictionary, value: float = 2.0,
+                 table_path: Optional[str] = None, slack: float = 1.0,
+                 predictor: Optional[FertilityPredictor] = None):
+        super().__init__()
+        if strategy not in STRATEGIES:
+            raise FertilityError(f"unknown fertility strategy {strategy!r}; choose from "
+                             f"{', '.join(STRATEGIES)}")
+        self.strategy = strategy
+        self.pad, self.eos = dictionary.pad(), dictionary.eos()
+        self.value, self.slack = float(value), float(slack)
+        if strategy == "guided":
+            self.register_buffer("table", read_guided_table(table_path, dictionary))
+        self.predictor = predictor
+
+    def forward(self, src_tokens: Tensor, src_fertility: Optional[Tensor] = None) -> Tensor:
+        """Fertilities in ``src_tokens``' layout; ``src_fertility`` holds the aligner's counts
+        (padding side as ``src_tokens``), needed by ``predicted`` in training."""
+        if self.strategy == "constant":
+            fertility = torch.full(src_tokens.shape, self.value, device=src_tokens.device)
+        elif self.strategy == "guided":
+            fertility = self.table[src_tokens]
+        elif self.training:
+            if src_fertility is None:
+                raise FertilityError(
+                    "--fertility predicted trains on the aligner's per-token fertilities, "
+                    "but the batch has none: use --task sparse_translation with "
+                    "{split}.{src}-{tgt}.fert files next to the data")
+            fertility = src_fertility.float().clamp(min=1.0) + self.slack
+        else:
+            with torch.no_grad():
+                fertility = self.predictor.expected(self.predictor(src_tokens)) + self.slack
+        if self.strategy != "constant":
+            fertility = fertility.masked_fill(src_tokens.eq(self.eos), EOS_FERTILITY)
+        return fertility.masked_fill(src_tokens.eq(self.pad), 0.0)

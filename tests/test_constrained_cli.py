@@ -1,0 +1,90 @@
+"""Constrained attention through fairseq's own commands: fairseq-train -> fairseq-generate
+with each fertility strategy (the GUIDED table from sparse-attn-align), with and without
+the coverage penalty, and one-line errors for bad fertility inputs."""
+
+import shutil
+
+import pytest
+from test_fairseq_cli import run
+
+from conftest import BIN, PLUGIN
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+LSTM = ["--arch", "sparse_lstm", "--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
+        "--task", "sparse_translation", "--attn-fn", "csparsemax", "--sink-token",
+        "--exhaustion-c", "0.2"]
+STRATEGY = {
+    "constant": ["--fertility", "constant", "--fertility-value", "2"],
+    "guided": ["--fertility", "guided"],
+    "predicted": ["--fertility", "predicted", "--fertility-predictor-embed-dim", "8",
+                  "--fertility-predictor-hidden-size", "8",
+                  "--criterion", "label_smoothed_cross_entropy_with_fertility"],
+}
+
+
+@pytest.fixture(scope="module")
+def guided_table(synthetic_bin, tmp_path_factory):
+    """The GUIDED table of an aligner trained on the synthetic training text."""
+    raw, out = synthetic_bin.parent / "raw", tmp_path_factory.mktemp("aligner")
+    align = BIN / "sparse-attn-align"
+    run([align, "train", "--src", raw / "train.src", "--tgt", raw / "train.tgt", "--out",
+         out / "model", "--sink", "--quiet"])
+    run([align, "fertility", "--model", out / "model", "--src", raw / "train.src", "--tgt",
+         raw / "train.tgt", "--out-fert", out / "train.fert", "--out-guided", out / "guided.tsv"])
+    return out / "guided.tsv"
+
+
+def fairseq_train(data, save_dir, *flags, check=True):
+    return run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--cpu", *LSTM, *flags,
+                "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000",
+                "--max-update", "6", "--save-dir", save_dir, "--no-epoch-checkpoints",
+                "--no-progress-bar", "--seed", "1"], check=check)
+
+
+def fairseq_generate(data, checkpoint, *flags):
+    out = run([BIN / "fairseq-generate", data, "--user-dir", PLUGIN, "--path", checkpoint,
+               "--task", "sparse_translation", "--beam", "3", "--max-len-b", "20",
+               "--batch-size", "16", "--required-batch-size-multiple", "1", "--cpu", *flags])
+    return {line.split("\t")[0]: line.split("\t")[1:] for line in out.stdout.splitlines()
+            if line.startswith("H-")}
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGY))
+def test_train_then_generate_with_and_without_coverage_penalty(
+        synthetic_bin, guided_table, tmp_path, strategy):
+    flags = STRATEGY[strategy] + (["--fertility-table", guided_table]
+                                  if strategy == "guided" else [])
+    log = fairseq_train(synthetic_bin, tmp_path, *flags).stdout
+    checkpoint = tmp_path / "checkpoint_last.pt"
+    plain = fairseq_generate(synthetic_bin, checkpoint)
+    penalised = fairseq_generate(synthetic_bin, checkpoint, "--coverage-penalty-beta", "0.4",
+                                 "--lenpen", "0.6")
+    assert len(plain) == len(penalised) == 40
+    assert any(plain[k][0] != penalised[k][0] for k in plain), "the penalty changed no score"
+    if strategy == "predicted":  # the criterion trained the predictor in the same run
+        assert "fert_loss" in log and "fert_acc" in log
+
+
+def one_line_error(proc):
+    assert proc.returncode != 0
+    return proc.stderr.strip().splitlines()[-1]
+
+
+def test_fertility_file_that_does_not_match_the_source_is_named(synthetic_bin, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(synthetic_bin, data)
+    fert = data / "valid.src-tgt.fert"
+    lines = fert.read_text().splitlines()
+    lines[6] += " 1"
+    fert.write_text("\n".join(lines) + "\n")
+    proc = fairseq_train(data, tmp_path / "ckpt", *STRATEGY["predicted"], check=False)
+    assert "valid.src-tgt.fert:7:" in one_line_error(proc)
+
+
+def test_guided_fertility_needs_its_table(synthetic_bin, tmp_path):
+    proc = fairseq_train(synthetic_bin, tmp_path, "--fertility", "guided", check=False)
+    assert "--fertility guided needs --fertility-table" in one_line_error(proc)
+    proc = fairseq_train(synthetic_bin, tmp_path, "--fertility", "guided", "--fertility-table",
+                         tmp_path / "missing.tsv", check=False)
+    assert "missing.tsv does not exist" in one_line_error(proc)

@@ -1,0 +1,263 @@
+"""Constrained attention in models (Malaviya et al. 2018): the sink's position, fertilities
+reaching the model, bounds respected over decoder steps, incremental decoding and beam
+search with coverage state, the fertility predictor's loss, the task's fertility files and
+coverage-penalty rescoring."""
+
+import math
+from argparse import Namespace
+
+import pytest
+import torch
+from fairseq import criterions
+from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
+from fairseq.sequence_generator import SequenceGenerator
+
+from sparse_attn_plugin.modules.fertility import FertilityError
+from sparse_attn_plugin.modules.source_layout import SourceLayout
+from sparse_attn_plugin.tasks.coverage_penalty import CoverageSequenceGenerator, gnmt_score
+from sparse_attn_plugin.tasks.sparse_translation import fertility_path
+
+from models import batch, build
+
+LSTM = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--dropout", "0",
+        "--task", "sparse_translation"]
+CONSTRAINED = ["--attn-fn", "csparsemax", "--sink-token", "--exhaustion-c", "0.2"]
+PREDICTOR = ["--fertility", "predicted", "--fertility-predictor-embed-dim", "8",
+             "--fertility-predictor-hidden-size", "8", "--fertility-predictor-dropout", "0"]
+TRANSFORMER = ["--task", "sparse_translation", "--decoder-cross-attn-fn", "csparsemax",
+               "--sink-token", "--exhaustion-c", "0.2"]
+
+
+def lstm(data, *flags):
+    return build(data, "sparse_lstm", [*LSTM, *flags])
+
+
+def transformer(data, *flags):
+    return build(data, "sparse_transformer", [*TRANSFORMER, *flags])
+
+
+def inputs(sample, *keys):
+    keys = keys or ("src_tokens", "src_lengths", "prev_output_tokens")
+    return {k: sample["net_input"][k] for k in keys}
+
+
+def peaked(model, seed=0):
+    """Large random weights, so attention is far from uniform and beams diverge."""
+    torch.manual_seed(seed)
+    for p in model.parameters():
+        p.data.normal_(0, 0.5)
+    return model.eval()
+
+
+# --- sink placement ------------------------------------------------------------------
+
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_sink_follows_each_rows_last_token_in_unsorted_padded_batches(left_pad):
+    lengths = torch.tensor([2, 5, 3, 1])                       # unsorted
+    columns = torch.arange(5)
+    pad = (columns >= lengths[:, None]) if not left_pad else (columns < 5 - lengths[:, None])
+    tokens = torch.arange(1, 21).view(4, 5).masked_fill(pad, 0)
+    layout = SourceLayout(pad, sink=True)
+    model = layout.to_model(tokens, sink_value=-1)
+    for row, length in enumerate(lengths.tolist()):
+        real = tokens[row][~pad[row]].tolist()
+        assert model[row, :length + 1].tolist() == real + [-1]   # words in order, then sink
+        assert layout.sink_index[row] == length
+        assert layout.padding_mask[row].tolist() == [False] * (length + 1) + [True] * (
+            5 - length)
+    weights = torch.rand(4, 3, 6)                               # attention over model columns
+    back = layout.to_source(weights)
+    for row in range(4):
+        assert torch.equal(back[row][:, ~pad[row]], weights[row][:, :lengths[row]])
+
+
+def test_lstm_encoder_gives_the_sink_unbounded_fertility_and_pads_none(synthetic_bin):
+    task, model = lstm(synthetic_bin, *CONSTRAINED, "--fertility-value", "3")
+    sample = batch(task, size=6)
+    out = model.encoder(**inputs(sample, "src_tokens", "src_lengths"))
+    fertility, pad = out["fertility"][0], out["padding_mask"][0]
+    lengths = sample["net_input"]["src_lengths"]
+    for row, length in enumerate(lengths.tolist()):
+        assert fertility[row, :length].eq(3).all()
+        assert math.isinf(fertility[row, length])
+        assert fertility[row][pad[row]].eq(0).all()
+
+
+# --- bounds, incremental decoding, beam search -----------------------------------------
+
+def model_attention(model, sample):
+    keys = [k for k in ("src_tokens", "src_lengths", "prev_output_tokens", "src_fertility")
+            if k in sample["net_input"]]
+    out, extra = model(**inputs(sample, *keys))
+    return extra["model_attn"][0] if "model_attn" in extra else extra["attn"][0]
+
+
+@pytest.mark.parametrize("name", ["csparsemax", "csoftmax"])
+def test_lstm_attention_never_exceeds_fertility(synthetic_bin, name):
+    task, model = lstm(synthetic_bin, "--attn-fn", name, "--sink-token",
+                       "--fertility-value", "1")
+    peaked(model)
+    sample = batch(task, size=6)
+    with torch.no_grad():
+        attn = model_attention(model, sample)                   # (B, T, S + 1)
+    coverage = attn.sum(dim=1)
+    lengths = sample["net_input"]["src_lengths"]
+    rows = torch.arange(attn.size(0))
+    assert torch.allclose(attn.sum(-1), torch.ones(attn.shape[:2]), atol=1e-5)
+    words = torch.arange(attn.size(2))[None] < lengths[:, None]
+    assert coverage[words].max() <= 1 + 1e-5                   # unit fertilities hold
+    assert coverage[rows, lengths].max() > 1                   # the sink took the rest
+
+
+def decode_incrementally(model, sample):
+    inp = inputs(sample)
+    encoder_out = model.encoder(inp["src_tokens"], inp["src_lengths"])
+    state, outs, attns = {}, [], []
+    for t in range(inp["prev_output_tokens"].size(1)):
+        out, extra = model.decoder(inp["prev_output_tokens"][:, :t + 1], encoder_out,
+                                   incremental_state=state)
+        outs.append(out)
+        attns.append(extra["attn"][0])
+    return torch.cat(outs, dim=1), torch.cat(attns, dim=1)
+
+
+@pytest.mark.parametrize("arch,flags", [
+    ("lstm", [*CONSTRAINED, "--coverage-vector"]),
+    ("lstm", ["--attn-fn", "csoftmax", "--fertility-value", "1.5"]),
+    ("lstm", ["--attn-fn", "sparsemax", "--coverage-vector"]),
+    ("transformer", []),
+    ("transformer", ["--decoder-cross-attn-fn", "csoftmax"]),
+])
+def test_incremental_decoding_equals_full_forward(synthetic_bin, arch, flags):
+    task, model = (lstm if arch == "lstm" else transformer)(synthetic_bin, *flags)
+    peaked(model)
+    sample = batch(task)
+    with torch.no_grad():
+        full, extra = model(**inputs(sample))
+        incremental, attn = decode_incrementally(model, sample)
+    real = sample["target"].ne(task.target_dictionary.pad())
+    torch.testing.assert_close(incremental[real], full[real], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(attn[real], extra["attn"][0][real], atol=1e-5, rtol=1e-4)
+
+
+def teacher_forced(model, src, tokens, eos):
+    prev = torch.cat([tokens.new_tensor([eos]), tokens[:-1]])[None]
+    with torch.no_grad():
+        logits, extra = model(src[None], torch.tensor([src.numel()]), prev)
+    lprobs = model.get_normalized_probs((logits, None), log_probs=True)[0]
+    return lprobs.gather(-1, tokens[:, None])[:, 0], extra["attn"][0][0]
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+@pytest.mark.parametrize("beta", [0.0, 0.6])
+def test_beam_search_equals_teacher_forced_rescoring(synthetic_bin, arch, beta):
+    """Every piece of state (LSTM cells, input feed, coverage, cached keys) is reordered
+    with the beam: each hypothesis's scores and attention equal a teacher-forced pass,
+    and with the coverage penalty its score is the GNMT score of that attention."""
+    flags = [*CONSTRAINED, "--coverage-vector"] if arch == "lstm" else []
+    task, model = (lstm if arch == "lstm" else transformer)(synthetic_bin, *flags)
+    peaked(model, seed=1)
+    sample = batch(task, size=4)
+    tgt_dict = task.target_dictionary
+    kwargs = dict(beam_size=4, max_len_b=12, normalize_scores=False, len_penalty=0.5)
+    generator = (CoverageSequenceGenerator([model], tgt_dict, coverage_beta=beta, **kwargs)
+                 if beta else SequenceGenerator([model], tgt_dict, **kwargs))
+    hypos = generator.generate([model], sample)
+    src = sample["net_input"]["src_tokens"]
+    pad = task.source_dictionary.pad()
+    reordered = 0
+    for i, beams in enumerate(hypos):
+        real = src[i].ne(pad)
+        for rank, hypo in enumerate(beams):
+            scores, attn = teacher_forced(model, src[i][real], hypo["tokens"], tgt_dict.eos())
+            torch.testing.assert_close(hypo["positional_scores"], scores, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(hypo["attention"][real], attn.T, atol=1e-4, rtol=1e-4)
+            if beta:
+                expected = gnmt_score(scores, attn.T, torch.ones(attn.size(1), dtype=bool),
+                                      0.5, beta, 0.1)
+                assert hypo["score"].item() == pytest.approx(expected, abs=1e-3)
+                reordered += rank > 0 and expected > beams[rank - 1]["score"].item() + 1e-6
+    assert reordered == 0, "hypotheses are not sorted by their rescored score"
+
+
+# --- fertilities from data and the predictor --------------------------------------------
+
+def test_the_task_batches_each_sentences_own_fertilities(synthetic_bin):
+    task, _ = lstm(synthetic_bin, *CONSTRAINED, *PREDICTOR)
+    sample = batch(task, split="train", size=8)
+    lines = fertility_path(synthetic_bin, "train", "src", "tgt").read_text().splitlines()
+    src, fert = sample["net_input"]["src_tokens"], sample["net_input"]["src_fertility"]
+    pad, eos = task.source_dictionary.pad(), task.source_dictionary.eos()
+    for row, sentence in enumerate(sample["id"].tolist()):
+        real = src[row].ne(pad)
+        expected = [float(v) for v in lines[sentence].split()] + [1.0]   # EOS gets 1
+        assert fert[row][real].tolist() == expected
+        assert src[row][real][-1] == eos and fert[row][~real].eq(0).all()
+
+
+def test_training_uses_the_batch_fertilities(synthetic_bin):
+    """The reference code once dropped them in training: here they bound the attention."""
+    task, model = lstm(synthetic_bin, *CONSTRAINED, *PREDICTOR, "--fertility-slack", "0")
+    peaked(model).train()
+    sample = batch(task, split="train", size=6)
+    given = sample["net_input"]["src_fertility"]
+    attn = model_attention(model, {"net_input": {**sample["net_input"], "src_fertility": given}})
+    coverage = model.encoder(**inputs(sample, "src_tokens", "src_lengths", "src_fertility"))
+    bounds = coverage["fertility"][0]
+    lengths = sample["net_input"]["src_lengths"]
+    words = torch.arange(bounds.size(1))[None] < lengths[:, None]
+    # the model's bounds are the file's counts (at least 1), column for column
+    layout = SourceLayout(sample["net_input"]["src_tokens"].eq(task.source_dictionary.pad()),
+                          sink=True)
+    expected = layout.to_model(given.clamp(min=1), float("inf"))
+    assert torch.equal(bounds[words], expected[words])
+    assert (attn.sum(dim=1)[words] <= bounds[words] + 1e-5).all()
+    with pytest.raises(FertilityError, match="batch has none"):
+        model(**inputs(sample))                                  # no fertilities: an error
+
+
+def test_generation_uses_the_predictor_plus_slack(synthetic_bin):
+    task, model = lstm(synthetic_bin, *CONSTRAINED, *PREDICTOR, "--fertility-slack", "1")
+    peaked(model)
+    sample = batch(task, size=5)
+    src = sample["net_input"]["src_tokens"]
+    with torch.no_grad():
+        bounds = model.encoder(**inputs(sample, "src_tokens", "src_lengths"))["fertility"][0]
+        predictor = model.fertility_predictor
+        expected = predictor.expected(predictor(src)) + 1
+    layout = SourceLayout(src.eq(task.source_dictionary.pad()), sink=True)
+    words = ~src.eq(task.source_dictionary.pad()) & src.ne(task.source_dictionary.eos())
+    torch.testing.assert_close(layout.to_source(bounds)[words], expected[words])
+
+
+def fertility_criterion(task, only=False):
+    return criterions.build_criterion(Namespace(
+        criterion="label_smoothed_cross_entropy_with_fertility", sentence_avg=False,
+        label_smoothing=0.1, ignore_prefix_size=0, report_accuracy=False,
+        fertility_loss_weight=1.0, fertility_loss_only=only), task)
+
+
+def touched_by(model, loss):
+    """ids of the parameters ``loss`` has a non-zero gradient for."""
+    model.zero_grad()
+    loss.backward()
+    return {id(p) for p in model.parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_predictor_and_translation_losses_do_not_share_gradients(synthetic_bin, arch):
+    flags = [*CONSTRAINED, *PREDICTOR] if arch == "lstm" else PREDICTOR
+    task, model = (lstm if arch == "lstm" else transformer)(synthetic_bin, *flags)
+    model.train()
+    sample = batch(task, split="train", size=6)
+    predictor = {id(p) for p in model.fertility_predictor.parameters()}
+    translation = {id(p) for p in model.parameters()} - predictor
+
+    both = fertility_criterion(task)
+    loss, _, log = both(model, sample)
+    assert log["fert_tokens"] > 0 and log["fert_loss"] > 0
+    assert touched_by(model, loss) >= predictor | {id(model.decoder.embed_tokens.weight)}
+    translation_only = LabelSmoothedCrossEntropyCriterion.forward(both, model, sample)[0]
+    assert not touched_by(model, translation_only) & predictor
+    only = fertility_criterion(task, only=True)
+    assert not touched_by(model, only(model, sample)[0]) & translation
