@@ -34,7 +34,7 @@ from sparse_attn_plugin.normalizers import Softmax, Sparsemax
 from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
 from sparse_attn_plugin.provenance import describe_machine, git_commit, provenance_header
 from sparse_attn_plugin.results_io import markdown_table, write_text_atomic
-from sparse_attn_plugin.timing import interleaved_medians
+from sparse_attn_plugin.timing import add_timing_args, ratios_to, warmed_medians
 
 #: name -> (module factory, takes upper bounds)
 METHODS = {"softmax": (Softmax, False), "sparsemax": (Sparsemax, False),
@@ -83,12 +83,7 @@ def bench_shape(scores, upper, mode, args, sync):
             module.eval()
             inputs = (scores, upper) if bounded else (scores,)
             calls[name] = lambda m=module, i=inputs: m(*i)
-    context = torch.inference_mode() if mode == "infer" else torch.enable_grad()
-    with context:
-        for fn in calls.values():
-            for _ in range(args.warmup):
-                fn()
-        return interleaved_medians(calls, args.repeats, args.sample_s, sync)
+    return warmed_medians(calls, mode, args.warmup, args.repeats, args.sample_s, sync)
 
 
 def markdown(results, labels, args, command):
@@ -116,15 +111,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("results/bench"),
                    help="write DIR/constrained.md and .json (default results/bench)")
-    p.add_argument("--device", choices=["cpu", "cuda"],
-                   default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
-    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
-    p.add_argument("--repeats", type=int, default=15, help="timed rounds (median kept)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls per transform")
-    p.add_argument("--sample-s", type=float, default=0.005,
-                   help="aim for at least this long a timed sample of each transform")
-    p.add_argument("--seed", type=int, default=0)
+    add_timing_args(p, "transform")
     p.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up call (tests)")
     args = p.parse_args(argv)
     if args.quick:
@@ -151,10 +138,7 @@ def main(argv=None):
         scores, upper = make_inputs(shape, sources, dtype, args.device, gen)
         for mode in MODES:
             medians = bench_shape(scores, upper, mode, args, sync)
-            results[mode][label] = {
-                name: {"median_s": s, "time_ratio": s / medians["softmax"],
-                       "throughput_ratio": medians["softmax"] / s}
-                for name, s in medians.items()}
+            results[mode][label] = ratios_to(medians)
     elapsed = time.perf_counter() - started
     text = markdown(results, labels, args, command)
     print(text)

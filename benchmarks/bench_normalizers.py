@@ -36,7 +36,7 @@ from sparse_attn_plugin.provenance import (
     provenance_header,
 )
 from sparse_attn_plugin.results_io import markdown_table, write_text_atomic
-from sparse_attn_plugin.timing import interleaved_medians
+from sparse_attn_plugin.timing import add_timing_args, ratios_to, warmed_medians
 
 #: The normalisers timed here. Hard retrieval replaces the weighted sum as well, so
 #: its module alone is not what a model runs: benchmarks/bench_hard_attention.py
@@ -79,12 +79,7 @@ def bench_shape(scores, mode, args, sync):
         else:
             module.eval()
             calls[name] = lambda m=module: m(scores)
-    context = torch.inference_mode() if mode == "infer" else torch.enable_grad()
-    with context:
-        for fn in calls.values():
-            for _ in range(args.warmup):
-                fn()
-        return interleaved_medians(calls, args.repeats, args.sample_s, sync)
+    return warmed_medians(calls, mode, args.warmup, args.repeats, args.sample_s, sync)
 
 
 def profile_ops(scores, top=6):
@@ -132,16 +127,8 @@ def markdown(results, labels, args, command):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, help="write DIR/normalizers.md and .json")
-    p.add_argument("--device", choices=["cpu", "cuda"],
-                   default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
-    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
-    p.add_argument("--repeats", type=int, default=15, help="timed rounds (median kept)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls per normaliser")
-    p.add_argument("--sample-s", type=float, default=0.005,
-                   help="aim for at least this long a timed sample of softmax")
+    add_timing_args(p, "normaliser")
     p.add_argument("--causal", action="store_true", help="causal mask on square shapes")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="2 rounds, no warm-up (tests)")
     p.add_argument("--profile", action="store_true",
                    help="also write where each normaliser spends its time (first shape)")
@@ -171,10 +158,7 @@ def main(argv=None):
         scores = make_scores(*shape, args.causal, dtype, args.device, gen)
         for mode in MODES:
             medians = bench_shape(scores, mode, args, sync)
-            results[mode][label] = {
-                name: {"median_s": s, "time_ratio": s / medians["softmax"],
-                       "throughput_ratio": medians["softmax"] / s}
-                for name, s in medians.items()}
+            results[mode][label] = ratios_to(medians)
     elapsed = time.perf_counter() - started
     text = markdown(results, labels, args, command)
     if args.profile:

@@ -34,3 +34,40 @@ def interleaved_medians(calls: Dict[str, Callable[[], object]], rounds: int, sam
         for name in names[r % len(names):] + names[:r % len(names)]:
             samples[name].append(time_per_call(calls[name], inner[name], sync))
     return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def warmed_medians(calls: Dict[str, Callable[[], object]], mode: str, warmup: int, rounds: int,
+                   sample_s: float, sync: Callable[[], None]) -> Dict[str, float]:
+    """:func:`interleaved_medians` after ``warmup`` untimed calls of each; ``mode``
+    ``"infer"`` runs under ``torch.inference_mode()``, ``"train"`` with gradients."""
+    import torch
+
+    with torch.inference_mode() if mode == "infer" else torch.enable_grad():
+        for fn in calls.values():
+            for _ in range(warmup):
+                fn()
+        return interleaved_medians(calls, rounds, sample_s, sync)
+
+
+def ratios_to(medians: Dict[str, float], reference: str = "softmax") -> Dict[str, dict]:
+    """Each call's median seconds with its time and throughput ratios to ``reference``."""
+    base = medians[reference]
+    return {name: {"median_s": s, "time_ratio": s / base, "throughput_ratio": base / s}
+            for name, s in medians.items()}
+
+
+def add_timing_args(parser, subject: str) -> None:
+    """The flags every op-level benchmark takes: device, dtype, threads, rounds,
+    warm-up calls, sample length and seed (``subject``: what is timed, for the help)."""
+    import torch
+
+    parser.add_argument("--device", choices=["cpu", "cuda"],
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
+                        default="float32")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed rounds (median kept)")
+    parser.add_argument("--warmup", type=int, default=3, help=f"untimed calls per {subject}")
+    parser.add_argument("--sample-s", type=float, default=0.005,
+                        help=f"aim for at least this long a timed sample of each {subject}")
+    parser.add_argument("--seed", type=int, default=0)
