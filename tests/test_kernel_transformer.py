@@ -102,10 +102,11 @@ def test_bad_pe_sites_give_one_line(synthetic_bin, tmp_path):
 
 
 VARIANTS = [["--kernel", kind] for kind in KERNELS] + \
-    [["--pe-integration", pe, "--no-value-pe"] for pe in INTEGRATIONS if pe != "direct_sum"]
+    [["--pe-integration", pe, "--no-value-pe"] for pe in INTEGRATIONS if pe != "direct_sum"] + \
+    [["--kernel-symmetric", "--kernel", "rbf"], ["--pe-sites", "none"]]
 
 
-@pytest.mark.parametrize("flags", VARIANTS, ids=[" ".join(v[:2]) for v in VARIANTS])
+@pytest.mark.parametrize("flags", VARIANTS, ids=[" ".join(v) for v in VARIANTS])
 def test_train_then_generate(synthetic_bin, tmp_path, flags):
     fairseq_train(synthetic_bin, tmp_path, *flags)
     out = run([BIN / "fairseq-generate", synthetic_bin, "--user-dir", PLUGIN, "--path",
