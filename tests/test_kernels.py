@@ -145,6 +145,17 @@ def test_positional_kernels_match_numpy():
             assert relative[i, j] == pytest.approx(float(x[i].numpy() @ np.array(r)), abs=1e-6)
 
 
+def test_a_given_span_of_distances_changes_nothing_and_a_short_one_is_refused():
+    q_pos, k_pos = torch.tensor([[4, 5, 6]]), torch.tensor([[0, 1, 2, 3, 4, 5, 6]])
+    distances = relative_distances(q_pos, k_pos)
+    x = torch.randn(1, 3, 4, dtype=torch.float64)
+    measured = relative_sinusoid_gram(x, distances).log
+    torch.testing.assert_close(relative_sinusoid_gram(x, distances, span=(-6, 6)).log,
+                               measured)
+    with pytest.raises(RuntimeError):
+        relative_sinusoid_gram(x, distances, span=(0, 6))
+
+
 def test_product_with_a_positional_kernel_is_a_distribution():
     q, k = inputs(8)
     distances = relative_distances(torch.arange(3), torch.arange(5))

@@ -160,7 +160,8 @@ class KernelMultiheadAttention(nn.Module):
         queries = self._heads(self.q_proj(
             self._with_pe(query, q_pos, self.pe_integration == "direct_sum")))
         kernel = gram(self.kernel, queries, keys)
-        positional = self._positional(queries, q_pos, k_pos)
+        latest = step + tgt_len - 1 if incremental_state is not None else tgt_len - 1
+        positional = self._positional(queries, q_pos, k_pos, latest)
         if positional is not None:
             kernel = kernel * positional
         keep = self._keep(key_padding_mask, attn_mask, batch, tgt_len, keys.size(2),
@@ -182,8 +183,10 @@ class KernelMultiheadAttention(nn.Module):
         values = self._heads(self.v_proj(self._with_pe(source, positions, self.value_pe)))
         return keys, values
 
-    def _positional(self, queries: Tensor, q_pos: Tensor, k_pos: Tensor) -> Optional[Gram]:
-        """The positional factor of the kernel, ``(B, H, T, S)``; None if there is none."""
+    def _positional(self, queries: Tensor, q_pos: Tensor, k_pos: Tensor,
+                    latest: int) -> Optional[Gram]:
+        """The positional factor of the kernel, ``(B, H, T, S)``; None if there is none.
+        ``latest`` bounds the query positions (key positions are below ``S``)."""
         distances = relative_distances(q_pos, k_pos).unsqueeze(1)           # (B, 1, T, S)
         if self.pe_integration == "lookup":
             return lookup_gram(queries, self.relative_table, distances)
@@ -191,7 +194,7 @@ class KernelMultiheadAttention(nn.Module):
             batch, heads, length, dim = queries.shape
             merged = queries.transpose(1, 2).reshape(batch, length, self.embed_dim)
             c = self._heads(self.r_proj(merged).transpose(0, 1))
-            return relative_sinusoid_gram(c, distances)
+            return relative_sinusoid_gram(c, distances, span=(1 - k_pos.size(1), latest))
         if self.pe_integration == "product_sym":
             t_q = self._heads(self.t_proj(self._embedding(q_pos, queries.dtype)))
             t_k = self._heads(self.t_proj(self._embedding(k_pos, queries.dtype)))

@@ -34,7 +34,7 @@ which is how the linear kernel fails to train here, as in the paper, without NaN
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -115,11 +115,13 @@ def lookup_gram(queries: Tensor, table: Tensor, distances: Tensor) -> Gram:
     return Gram(log=per_row.gather(-1, index))
 
 
-def relative_sinusoid_gram(coefficients: Tensor, distances: Tensor) -> Gram:
+def relative_sinusoid_gram(coefficients: Tensor, distances: Tensor,
+                           span: Optional[Tuple[int, int]] = None) -> Gram:
     """Transformer-XL's positional kernel ``exp(<c_q, r(t_q - t_k)>)`` for per-query
     coefficients ``c_q`` ``(..., T, dim)``: each query meets the embeddings of the
-    distances that occur once; the pairs gather from that."""
-    low, high = int(distances.min()), int(distances.max())
+    distances in ``span`` (``low, high``, bounds of ``distances``) once; the pairs gather
+    from that. Without ``span`` the bounds are read from ``distances`` (a device sync)."""
+    low, high = span if span is not None else (int(distances.min()), int(distances.max()))
     table = sinusoid(torch.arange(low, high + 1, device=distances.device),
                      coefficients.size(-1)).to(coefficients.dtype)           # (D, dim)
     per_distance = torch.matmul(coefficients, table.T)                      # (..., T, D)
