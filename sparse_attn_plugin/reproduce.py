@@ -28,6 +28,7 @@ from typing import Dict, List, Optional
 from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
+from .checkpoint_averaging import AveragingError, average_last
 from .evaluation import Meteor, corpus_bleu, corpus_rep
 from .evaluation.aligner import Aligner
 from .evaluation.cli import PROGRESS_MIN
@@ -38,6 +39,7 @@ from .provenance import REPO_ROOT
 from .reproduction.config import (
     DEFAULT_METRICS,
     ConfigError,
+    averaging_problem,
     corpus_data,
     drop_settings,
     load_config,
@@ -57,7 +59,7 @@ from .reproduction.fertility_data import (
     gold_fertility_data,
     language_pair,
 )
-from .reproduction.report import render
+from .reproduction.report import render, render_tables
 from .results_io import write_json_atomic, write_text_atomic
 
 SMOKE_CORPUS = {"train": 20000, "valid": 500, "test": 1000}
@@ -150,13 +152,107 @@ def prepare_corpus(data: Path, work: Path, sources: List[str], metrics: List[str
     return CorpusData(Path(data), fertility, drop_aligner, aligners)
 
 
+@dataclass
+class Trained:
+    """What the trainings of a run left: the checkpoint each decodes, the data it
+    trained on and its measurements (``{"failed": why}`` for a may-diverge failure)."""
+
+    checkpoints: Dict[str, Path]
+    data: Dict[str, Path]
+    records: Dict[str, dict]
+
+
+def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
+                 work: Path, smoke: bool, updates: Optional[int], metrics: List[str]) -> Trained:
+    """Train each training run the rows need once (model, fertility data, corpus, seed)
+    and average its last checkpoints where the run's settings ask for it."""
+    runs = list(dict.fromkeys((r["train"], r["model"], r["source"], r["corpus"], r["seed"])
+                              for r in rows))
+    done = Trained({}, {}, {})
+    for i, (name, model, source, corpus, seed) in enumerate(runs, 1):
+        settings = run_settings(config, smoke, corpus)
+        max_update = updates or settings["max_update"]
+        average = run_setting(config, smoke, "average_last", corpus=corpus)
+        print(f"[reproduce] {i}/{len(runs)} train {name!r}: {max_update} updates", flush=True)
+        source_data = prepared[corpus].fertility.get(source)
+        done.data[name] = source_data.data if source_data else prepared[corpus].data
+        flags = fill_placeholders([*settings["train_flags"], *config["models"][model],
+                                   *(["--seed", str(seed)] if seed is not None else [])],
+                                  source_data)
+        try:
+            result = pipeline.train(done.data[name], work / slug(name),
+                                    [*flags, *device_flags()], max_update, desc=name,
+                                    fresh=smoke)
+        except RuntimeError as err:
+            if model not in config.get("may_diverge", []):
+                raise
+            print(f"[reproduce] {name!r} did not train: {err}", flush=True)
+            done.records[name] = {"failed": str(err)}
+            continue
+        done.checkpoints[name] = (average_last(result.checkpoint.parent, average) if average
+                                  else result.checkpoint)
+        record = done.records[name] = {"updates": result.updates,
+                                       "valid_loss": result.valid_loss,
+                                       "words_per_second": result.words_per_second}
+        if average:
+            record["averaged"] = average
+        if source:
+            record["fertilities"] = source
+        if "params" in metrics:
+            record["attention_parameters"] = attention_parameters(result.checkpoint)
+    return done
+
+
+def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
+                trained: Trained, work: Path, smoke: bool, metrics: List[str]) -> dict:
+    """Decode and score every distinct decoding of the rows: ``{key: measurements}``."""
+    drop = drop_settings(config, smoke)
+    meteors: Dict[str, Meteor] = {}
+    decoded = {}
+    try:
+        for row in rows:
+            if row["key"] in decoded:
+                continue
+            if "failed" in trained.records[row["train"]]:
+                decoded[row["key"]] = {"failed": trained.records[row["train"]]["failed"]}
+                continue
+            settings = run_settings(config, smoke, row["corpus"])
+            overrides, extra = row.get("overrides", {}), row.get("generate", [])
+            subset = ["--gen-subset", row["subset"]] if row["subset"] else []
+            print(f"[reproduce] decode {row['train']!r}"
+                  + (f" with {overrides}" if overrides else "")
+                  + (f" {shlex.join(extra)}" if extra else "")
+                  + (f" on {row['subset']}" if subset else ""), flush=True)
+            name = slug(row["train"] + "-" + "-".join(f"{k}-{v}" for k, v in overrides.items())
+                        + "-" + " ".join(extra + subset))
+            generated = pipeline.generate(
+                trained.data[row["train"]], trained.checkpoints[row["train"]],
+                [*settings["generate_flags"], *extra, *subset, *device_flags(),
+                 *override_flags(overrides)],
+                work / f"generate-{name}.log")
+            meteor = None
+            if "METEOR" in metrics:
+                language = run_setting(config, smoke, "meteor", corpus=row["corpus"])["language"]
+                if language not in meteors:
+                    meteors[language] = Meteor(language)
+                meteor = meteors[language]
+            output = generated.output
+            decoded[row["key"]] = {
+                **score(output, metrics, settings["bleu"], meteor,
+                        prepared[row["corpus"]].drop_aligner, drop["symmetrize"]),
+                "sentences_per_second": generated.sentences_per_second,
+                "sentences": len(output.ids)}
+    finally:
+        for meteor in meteors.values():
+            meteor.close()
+    return decoded
+
+
 def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
         updates: int = None) -> dict:
     """Prepare each corpus (``datas``: the config's under None, others by name), train
     the models, decode and score the rows: ``{"trained": {run: ...}, "decoded":
     {decoding key: measurements}, ...}``."""
-    settings = run_settings(config, smoke)
-    max_update = updates or settings["max_update"]
     metrics = config.get("metrics", list(DEFAULT_METRICS))
     drop = drop_settings(config, smoke)
     rows = [row for _, table_rows in resolve_tables(config, smoke) for row in table_rows]
@@ -165,66 +261,13 @@ def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
         sources = list(dict.fromkeys(r["source"] for r in rows
                                      if r["source"] and r["corpus"] == corpus))
         folder = work if corpus is None else work / slug(corpus)
-        prepared[corpus] = prepare_corpus(datas[corpus], folder, sources, metrics, drop,
-                                          settings["generate_flags"])
-
-    runs = list(dict.fromkeys((r["train"], r["model"], r["source"], r["corpus"]) for r in rows))
-    checkpoints, trained, train_data = {}, {}, {}
-    for i, (name, model, source, corpus) in enumerate(runs, 1):
-        print(f"[reproduce] {i}/{len(runs)} train {name!r}: {max_update} updates", flush=True)
-        source_data = prepared[corpus].fertility.get(source)
-        train_data[name] = source_data.data if source_data else prepared[corpus].data
-        flags = fill_placeholders([*settings["train_flags"], *config["models"][model]],
-                                  source_data)
-        try:
-            result = pipeline.train(train_data[name], work / slug(name),
-                                    [*flags, *device_flags()], max_update, desc=name,
-                                    fresh=smoke)
-        except RuntimeError as err:
-            if model not in config.get("may_diverge", []):
-                raise
-            print(f"[reproduce] {name!r} did not train: {err}", flush=True)
-            trained[name] = {"failed": str(err)}
-            continue
-        checkpoints[name] = result.checkpoint
-        trained[name] = {"updates": result.updates, "valid_loss": result.valid_loss,
-                         "words_per_second": result.words_per_second}
-        if source:
-            trained[name]["fertilities"] = source
-        if "params" in metrics:
-            trained[name]["attention_parameters"] = attention_parameters(result.checkpoint)
-
-    meteor = (Meteor(run_setting(config, smoke, "meteor")["language"])
-              if "METEOR" in metrics else None)
-    decoded = {}
-    try:
-        for row in rows:
-            if row["key"] in decoded:
-                continue
-            if "failed" in trained[row["train"]]:
-                decoded[row["key"]] = {"failed": trained[row["train"]]["failed"]}
-                continue
-            overrides, extra = row.get("overrides", {}), row.get("generate", [])
-            print(f"[reproduce] decode {row['train']!r}"
-                  + (f" with {overrides}" if overrides else "")
-                  + (f" {shlex.join(extra)}" if extra else ""), flush=True)
-            name = slug(row["train"] + "-" + "-".join(f"{k}-{v}" for k, v in overrides.items())
-                        + "-" + " ".join(extra))
-            generated = pipeline.generate(
-                train_data[row["train"]], checkpoints[row["train"]],
-                [*settings["generate_flags"], *extra, *device_flags(),
-                 *override_flags(overrides)],
-                work / f"generate-{name}.log")
-            output = generated.output
-            decoded[row["key"]] = {
-                **score(output, metrics, settings["bleu"], meteor,
-                        prepared[row["corpus"]].drop_aligner, drop["symmetrize"]),
-                "sentences_per_second": generated.sentences_per_second,
-                "sentences": len(output.ids)}
-    finally:
-        if meteor is not None:
-            meteor.close()
-    results = {"trained": trained, "decoded": decoded, "max_update": max_update,
+        prepared[corpus] = prepare_corpus(
+            datas[corpus], folder, sources, metrics, drop,
+            run_settings(config, smoke, corpus)["generate_flags"])
+    trained = train_models(config, rows, prepared, work, smoke, updates, metrics)
+    decoded = decode_rows(config, rows, prepared, trained, work, smoke, metrics)
+    results = {"trained": trained.records, "decoded": decoded,
+               "max_update": updates or run_settings(config, smoke)["max_update"],
                "metrics": metrics}
     aligners = {path: {**about, "corpus": corpus} for corpus, p in prepared.items()
                 if p.aligners for path, about in p.aligners.describe().items()}
@@ -261,6 +304,9 @@ def main(argv=None):
         parser.error(str(err))
     if args.updates is not None and args.updates < 1:
         parser.error("--updates must be positive")
+    problem = averaging_problem(config, args.smoke, args.updates)
+    if problem:
+        parser.error(problem)
     name = config["name"]
     work = args.work_dir or REPO_ROOT / ".work" / (name + ("-smoke" if args.smoke else ""))
     out = args.out or REPO_ROOT / "results" / name
@@ -289,7 +335,10 @@ def main(argv=None):
     if problem:
         parser.error(problem)
     started = time.time()
-    results = run(config, datas, work, args.smoke, args.updates)
+    try:
+        results = run(config, datas, work, args.smoke, args.updates)
+    except AveragingError as err:
+        sys.exit(f"reproduce: {err}")
     results["seconds"] = round(time.time() - started, 1)
     command = "python -m sparse_attn_plugin.reproduce " + shlex.join(argv)
     report_name, record_name = ("smoke.md", "smoke.json") if args.smoke else ("README.md",
@@ -297,6 +346,9 @@ def main(argv=None):
     report = render(config, results, args.smoke, command)
     write_json_atomic(out / record_name, {"command": command, "config": str(args.config),
                                           "smoke": args.smoke, **results})
+    tables = out / "smoke" if args.smoke else out
+    for name, text in render_tables(config, results, args.smoke, command).items():
+        write_text_atomic(tables / name, text)
     write_text_atomic(out / report_name, report)
     print(report)
     print(f"[reproduce] done in {results['seconds']:.0f} s; wrote {out / report_name}")

@@ -11,10 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from reproduction_fakes import fake_generate, fake_train
 
 from data_prep.synthetic import binarize, build_lexicon, write_corpus
 from sparse_attn_plugin import pipeline, reproduce
-from sparse_attn_plugin.evaluation import GenerateOutput
 from sparse_attn_plugin.provenance import REPO_ROOT
 from sparse_attn_plugin.reproduction import config as reproduction_config
 from sparse_attn_plugin.reproduction import fertility_data
@@ -139,35 +139,6 @@ def test_fertility_flags_and_post_processing_are_read_like_fairseq():
     assert post(["--remove-bpe", "--beam", "5"]) == "subword_nmt" == post(["--remove-bpe"])
     assert post(["--remove-bpe", "sentencepiece"]) == "sentencepiece"
     assert post(["--post-process=none"]) is None and post(["--beam", "5"]) is None
-
-
-def fake_train(calls):
-    def train(data, save_dir, flags, max_update, desc="", fresh=True, **kwargs):
-        calls.append({"name": desc, "data": Path(data), "flags": list(flags)})
-        Path(save_dir).mkdir(parents=True, exist_ok=True)
-        return pipeline.TrainResult(Path(save_dir) / "checkpoint_last.pt", 1000.0, None,
-                                    max_update, Path(save_dir) / "train.log")
-    return train
-
-
-def fake_generate(calls):
-    """Translations that repeat a bigram in every third sentence and drop the last word
-    of every other one, so that REP and DROP have something to find."""
-    def generate(data, checkpoint, flags, log, env=None):
-        calls.append({"data": Path(data), "checkpoint": Path(checkpoint), "flags": list(flags)})
-        corpus = fertility_data.Corpus(data, Path(log).parent / "fake")
-        srcs, refs = corpus.lines("test", corpus.src), corpus.lines("test", corpus.tgt)
-        hyps = []
-        for i, ref in enumerate(refs):
-            words = ref.split()
-            if i % 3 == 0 and len(words) > 1:
-                words = words[:2] + words
-            if i % 2 == 0 and len(words) > 1:
-                words = words[:-1]
-            hyps.append(" ".join(words))
-        output = GenerateOutput(list(range(len(refs))), srcs, refs, hyps, [0.0] * len(refs))
-        return pipeline.GenerateResult(output, 100.0 + len(calls), Path(log))
-    return generate
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
@@ -295,7 +266,7 @@ def test_constrained_smoke_runs_every_table_row(tmp_path, monkeypatch):
     (lambda c: c["tables"][1].update(corpus="fr-en"),
      "trains on corpus 'fr-en', which `corpora` does not define"),
     (lambda c: c["corpora"]["ja-en"].pop("prepare"), "corpus 'ja-en' needs `data` and `prepare`"),
-    (lambda c: c["tables"][1].update(smoke_only=True), "it cannot be `smoke_only`"),
+    (lambda c: c["tables"][1].update(smoke_only=True), "so it cannot be `smoke_only`"),
 ])
 def test_bad_constrained_config_gives_one_clear_line(tmp_path, capsys, edit, message):
     with pytest.raises(SystemExit) as exit_info:

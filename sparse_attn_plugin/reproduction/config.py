@@ -10,8 +10,13 @@ flags) and ``tables`` (each a ``title`` and ``rows`` of ``label``, ``model``, op
 ``overrides`` (``--model-overrides``), ``generate`` (extra fairseq-generate flags) and
 the ``paper``'s figures). Optional:
 
-* ``metrics``: some of ``BLEU METEOR REP DROP speed params`` (default ``BLEU speed``;
-  ``params``: each trained model's attention parameters, counted in its checkpoint);
+* ``metrics``: some of ``BLEU METEOR REP DROP speed train_speed params`` (default
+  ``BLEU speed``; ``speed``: fairseq-generate's sentences/s, ``train_speed``:
+  fairseq-train's words/s, both as ratios to the table's first row; ``params``: each
+  trained model's attention parameters, counted in its checkpoint);
+* ``average_last``: decode the average of each training's last N saved checkpoints
+  (the training flags must save them: ``--save-interval-updates`` with
+  ``--keep-interval-updates``, or ``--keep-last-epochs``); also a ``smoke`` setting;
 * ``may_diverge``: models whose training may fail (the paper reports that they did not
   converge): a failed training is reported in their rows instead of stopping the run;
 * ``meteor``: ``{"language": "en" | "de" | "other"}``, the target language's Meteor 1.5
@@ -31,10 +36,17 @@ the ``paper``'s figures). Optional:
   ``fertility_source``, else its table's, else the run's (``smoke.fertility_source``
   in smoke runs, else the config's, else gold);
 * a table's ``smoke_only: true`` runs it in smoke runs only;
+* a table's ``seeds`` (e.g. ``[1, 2, 3]``) trains each of its models once per seed
+  (``--seed``) and reports the mean and standard deviation over the seeds;
+* a table's ``subset`` (``valid`` or ``test``, default the generation flags') is the
+  split its rows are decoded and scored on;
 * more corpora than the config's ``data``: ``corpora`` maps a name (``"ja-en"``) to its
   ``data`` and ``prepare``, and a table's ``corpus`` names the one its rows train and
-  decode on (its models are trained again there; the other settings are the config's).
-  Smoke runs skip these tables: on the synthetic corpus they would repeat the others.
+  decode on (its models are trained again there). A corpus may hold its own
+  ``train_flags``, ``max_update``, ``generate_flags``, ``bleu``, ``meteor`` and
+  ``average_last`` (e.g. WMT's model size and BLEU convention); other settings are the
+  config's. Smoke runs decode these tables on the synthetic corpus too, except those
+  whose every row another table already has.
 
 """
 
@@ -48,15 +60,19 @@ from ..evaluation.meteor import LANGUAGE_PRESETS
 
 REQUIRED = ("name", "paper", "settings_note", "data", "prepare", "train_flags", "max_update",
             "generate_flags", "bleu", "smoke", "models", "tables")
-OPTIONAL = ("metrics", "meteor", "drop", "fertility_source", "corpora", "may_diverge")
+OPTIONAL = ("metrics", "meteor", "drop", "fertility_source", "corpora", "may_diverge",
+            "average_last")
 SMOKE_REQUIRED = ("train_flags", "max_update", "generate_flags", "bleu")
-SMOKE_OPTIONAL = ("settings_note", "meteor", "drop", "fertility_source")
-TABLE_KEYS = ("title", "rows", "fertility_source", "smoke_only", "corpus")
+SMOKE_OPTIONAL = ("settings_note", "meteor", "drop", "fertility_source", "average_last")
+TABLE_KEYS = ("title", "rows", "fertility_source", "smoke_only", "corpus", "seeds", "subset")
 CORPUS_KEYS = ("data", "prepare")
+CORPUS_OPTIONAL = ("train_flags", "max_update", "generate_flags", "bleu", "meteor",
+                   "average_last")
 ROW_KEYS = ("label", "model", "overrides", "generate", "fertility_source", "paper")
-METRICS = ("BLEU", "METEOR", "REP", "DROP", "speed", "params")
+METRICS = ("BLEU", "METEOR", "REP", "DROP", "speed", "train_speed", "params")
 DEFAULT_METRICS = ("BLEU", "speed")
-PAPER_KEYS = ("BLEU", "METEOR", "REP", "DROP", "speed-up")
+PAPER_KEYS = ("BLEU", "METEOR", "REP", "DROP", "speed-up", "train speed-up")
+SUBSETS = ("valid", "test")
 FERTILITY_SOURCES = ("gold", "aligner")
 PLACEHOLDERS = ("guided_table",)
 DROP_DEFAULTS = {"symmetrize": "grow-diag-final-and", "iterations": 5}
@@ -135,6 +151,11 @@ def _check_section(path, section: dict, prefix: str) -> None:
                               f"integer, not {iterations!r}")
     if "fertility_source" in section:
         _source(path, section["fertility_source"], f"`{prefix}fertility_source`")
+    if "average_last" in section:
+        count = section["average_last"]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ConfigError(f"{path}: `{prefix}average_last` must be a positive integer "
+                              f"(checkpoints to average), not {count!r}")
 
 
 def check_config(config, path) -> None:
@@ -156,7 +177,8 @@ def check_config(config, path) -> None:
             or any(m not in METRICS for m in metrics)):
         raise ConfigError(f"{path}: `metrics` must be a list of {', '.join(METRICS)} "
                           f"including BLEU, not {metrics!r}")
-    if "METEOR" in metrics and "meteor" not in config:
+    if "METEOR" in metrics and "meteor" not in config and not all(
+            "meteor" in corpus for corpus in config.get("corpora", {}).values()):
         raise ConfigError(f'{path}: METEOR needs `meteor`: {{"language": '
                           f'"{"|".join(LANGUAGE_PRESETS)}"}} for the target language')
     if not isinstance(config["models"], dict) or not config["models"]:
@@ -171,9 +193,10 @@ def check_config(config, path) -> None:
     if not isinstance(corpora, dict):
         raise ConfigError(f"{path}: `corpora` must map corpus names to their data")
     for name, corpus in corpora.items():
-        _keys(path, corpus, CORPUS_KEYS, f"corpus {name!r}")
+        _keys(path, corpus, CORPUS_KEYS + CORPUS_OPTIONAL, f"corpus {name!r}")
         if any(not isinstance(corpus.get(k), str) for k in CORPUS_KEYS):
             raise ConfigError(f"{path}: corpus {name!r} needs `data` and `prepare` strings")
+        _check_section(path, corpus, f"corpora.{name}.")
     if not isinstance(config["tables"], list) or not config["tables"]:
         raise ConfigError(f"{path}: `tables` must be a non-empty list")
     for number, table in enumerate(config["tables"], 1):
@@ -189,8 +212,16 @@ def check_config(config, path) -> None:
             raise ConfigError(f"{path}: {what} trains on corpus {table['corpus']!r}, which "
                               f"`corpora` does not define")
         if "corpus" in table and table.get("smoke_only"):
-            raise ConfigError(f"{path}: {what} has a `corpus`, so smoke runs skip it; it "
-                              "cannot be `smoke_only`")
+            raise ConfigError(f"{path}: {what} has a `corpus`, so it cannot be "
+                              "`smoke_only` (smoke runs train on the synthetic corpus)")
+        seeds = table.get("seeds", [1])
+        if (not isinstance(seeds, list) or not seeds or len(set(seeds)) < len(seeds)
+                or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+            raise ConfigError(f"{path}: `seeds` of {what} must be a list of distinct "
+                              f"integers, not {seeds!r}")
+        if table.get("subset", "test") not in SUBSETS:
+            raise ConfigError(f"{path}: `subset` of {what} must be one of "
+                              f"{', '.join(SUBSETS)}, not {table['subset']!r}")
         for row in table["rows"]:
             _check_row(path, config, table, row)
 
@@ -227,23 +258,29 @@ def override_flags(overrides: dict) -> List[str]:
     return ["--model-overrides", repr(overrides)] if overrides else []
 
 
-def decoding_key(row: dict, source: Optional[str] = None, corpus: Optional[str] = None) -> str:
+def decoding_key(row: dict, source: Optional[str] = None, corpus: Optional[str] = None,
+                 seed: Optional[int] = None, subset: Optional[str] = None) -> str:
     """What makes a decoding different: the model, its training fertilities (``source``,
-    for models that read them), the overrides, the extra generation flags and the corpus
-    (None: the config's ``data``)."""
+    for models that read them), the overrides, the extra generation flags, the corpus
+    (None: the config's ``data``), the training seed (None: the flags') and the subset
+    (None: the generation flags')."""
     key = [row["model"], row.get("overrides", {})]
     if row.get("generate"):
         key.append(row["generate"])
     if source:
         key.append(source)
-    if corpus:
-        key.append({"corpus": corpus})
+    for name, value in (("corpus", corpus), ("seed", seed), ("subset", subset)):
+        if value is not None:
+            key.append({name: value})
     return json.dumps(key, sort_keys=True)
 
 
-def training_name(model: str, source: Optional[str], corpus: Optional[str] = None) -> str:
-    """The name of a training run: the model, with its corpus and fertility data if any."""
-    notes = [n for n in (corpus, source and f"{source} fertilities") if n]
+def training_name(model: str, source: Optional[str], corpus: Optional[str] = None,
+                  seed: Optional[int] = None) -> str:
+    """The name of a training run: the model, with its corpus, fertility data and seed
+    if any."""
+    notes = [n for n in (corpus, source and f"{source} fertilities",
+                         seed is not None and f"seed {seed}") if n]
     return model + (f" [{', '.join(notes)}]" if notes else "")
 
 
@@ -253,30 +290,40 @@ def corpus_data(config: dict, corpus: Optional[str]) -> Tuple[str, str]:
     return entry["data"], entry["prepare"]
 
 
+def flag_value(flags: List[str], name: str, default: Optional[str] = None) -> Optional[str]:
+    """The value of ``name`` in ``flags`` (``--name V`` or ``--name=V``; the last counts)."""
+    value = default
+    for i, flag in enumerate(flags):
+        if flag == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif flag.startswith(name + "="):
+            value = flag.split("=", 1)[1]
+    return value
+
+
 def reads_fertility_data(flags: List[str]) -> bool:
     """Whether training with ``flags`` reads the run's fertility data: per-token files
     (``--fertility predicted``, the last ``--fertility`` counting) or a GUIDED table
     filled in by the driver (``{guided_table}``)."""
-    strategy = None
-    for i, flag in enumerate(flags):
-        if flag == "--fertility" and i + 1 < len(flags):
-            strategy = flags[i + 1]
-        elif flag.startswith("--fertility="):
-            strategy = flag.split("=", 1)[1]
-    return strategy == "predicted" or any("{guided_table}" in f for f in flags)
+    return (flag_value(flags, "--fertility") == "predicted"
+            or any("{guided_table}" in f for f in flags))
 
 
-def run_settings(config: dict, smoke: bool) -> dict:
-    """The section that holds the run's flags and ``max_update``: ``smoke`` or the config."""
-    return config["smoke"] if smoke else config
+def run_settings(config: dict, smoke: bool, corpus: Optional[str] = None) -> dict:
+    """The flags, ``max_update``, ``bleu`` (and the like) of a run on ``corpus``: the
+    ``smoke`` section in smoke runs, else the corpus's own over the config's."""
+    if smoke:
+        return config["smoke"]
+    return config if corpus is None else {**config, **config["corpora"][corpus]}
 
 
-def run_setting(config: dict, smoke: bool, key: str, default=None):
+def run_setting(config: dict, smoke: bool, key: str, default=None,
+                corpus: Optional[str] = None):
     """An optional setting of the run: the smoke section's own in smoke runs, else the
-    config's, else ``default``."""
+    corpus's or the config's, else ``default``."""
     if smoke and key in config["smoke"]:
         return config["smoke"][key]
-    return config.get(key, default)
+    return run_settings(config, False, corpus).get(key, default)
 
 
 def drop_settings(config: dict, smoke: bool) -> dict:
@@ -289,25 +336,60 @@ def drop_settings(config: dict, smoke: bool) -> dict:
 def resolve_tables(config: dict, smoke: bool) -> List[Tuple[dict, List[dict]]]:
     """The tables this run writes, each with its rows completed by ``corpus`` (None: the
     config's ``data``), ``source`` (the fertility data the model trains on, None if it
-    reads none), ``train`` (the name of the training run) and ``key`` (the decoding's
-    :func:`decoding_key`)."""
-    settings = run_settings(config, smoke)
+    reads none), ``seed`` (None: the training flags'), ``subset`` (None: the generation
+    flags'), ``train`` (the name of the training run), ``key`` (the decoding's
+    :func:`decoding_key`) and ``row`` (its index in the config's table: a table with
+    ``seeds`` has a row per seed, which the report averages).
+
+    Smoke runs train every table on the synthetic corpus and leave out a table with a
+    ``corpus`` whose every decoding the tables before it already make."""
     default = run_setting(config, smoke, "fertility_source", "gold")
-    resolved = []
+    resolved, decodings = [], set()
     for table in config["tables"]:
-        if (table.get("smoke_only") and not smoke) or (table.get("corpus") and smoke):
+        if table.get("smoke_only") and not smoke:
             continue
-        corpus = table.get("corpus")
+        corpus, subset = None if smoke else table.get("corpus"), table.get("subset")
+        train_flags = run_settings(config, smoke, corpus)["train_flags"]
         rows = []
-        for row in table["rows"]:
+        for index, row in enumerate(table["rows"]):
             source = None
-            if reads_fertility_data([*settings["train_flags"], *config["models"][row["model"]]]):
+            if reads_fertility_data([*train_flags, *config["models"][row["model"]]]):
                 source = row.get("fertility_source", table.get("fertility_source", default))
-            rows.append({**row, "corpus": corpus, "source": source,
-                         "train": training_name(row["model"], source, corpus),
-                         "key": decoding_key(row, source, corpus)})
+            for seed in table.get("seeds", [None]):
+                rows.append({**row, "corpus": corpus, "source": source, "seed": seed,
+                             "subset": subset, "row": index,
+                             "train": training_name(row["model"], source, corpus, seed),
+                             "key": decoding_key(row, source, corpus, seed, subset)})
+        keys = {row["key"] for row in rows}
+        if smoke and table.get("corpus") and keys <= decodings:
+            continue
+        decodings |= keys
         resolved.append((table, rows))
     return resolved
+
+
+def averaging_problem(config: dict, smoke: bool, updates: Optional[int] = None) -> Optional[str]:
+    """One line if a model's training flags cannot save the ``average_last`` checkpoints
+    the run averages (checked before training; epoch checkpoints are counted as
+    enough, their number depends on the corpus), else None."""
+    corpora = [None] if smoke else list(dict.fromkeys(
+        row["corpus"] for _, rows in resolve_tables(config, smoke) for row in rows))
+    for corpus in corpora:
+        count = run_setting(config, smoke, "average_last", corpus=corpus)
+        settings = run_settings(config, smoke, corpus)
+        max_update = updates or settings["max_update"]
+        for model, own in config["models"].items() if count else ():
+            flags = [*settings["train_flags"], *own]
+            interval = int(flag_value(flags, "--save-interval-updates", "0"))
+            keep = int(flag_value(flags, "--keep-interval-updates", "-1"))
+            saved = max_update // interval if interval > 0 else 0
+            kept = saved if keep < 0 else min(keep, saved)
+            if kept < count and "--no-epoch-checkpoints" in flags:
+                return (f"averaging the last {count} checkpoints, but model {model!r}"
+                        + (f" on {corpus}" if corpus else "") + f" keeps {kept} "
+                        f"({max_update} updates, --save-interval-updates {interval}, "
+                        f"--keep-interval-updates {keep}, --no-epoch-checkpoints)")
+    return None
 
 
 def post_process_of(flags: List[str]) -> Optional[str]:

@@ -1,7 +1,10 @@
 """The Markdown report of a reproduction run: each table with the paper's figures beside
 ours, the metrics' settings and the training runs."""
 
-from typing import List
+import statistics
+from itertools import groupby
+from pathlib import Path
+from typing import Dict, List
 
 from ..evaluation.meteor import LANGUAGE_PRESETS
 from ..provenance import provenance_header
@@ -13,6 +16,7 @@ from .config import (
     resolve_tables,
     run_setting,
     run_settings,
+    slug,
 )
 
 
@@ -30,22 +34,42 @@ def _decoded_with(row: dict) -> str:
     return ", ".join(parts) or "as trained"
 
 
+def _by_corpus(config: dict, smoke: bool, describe) -> str:
+    """``describe(corpus)`` for the run's corpora: once if they all agree, else each
+    named (the config's own ``data`` by its folder)."""
+    corpora = dict.fromkeys(row["corpus"] for _, rows in resolve_tables(config, smoke)
+                            for row in rows)
+    said = {corpus: describe(corpus) for corpus in corpora}
+    if len(set(said.values())) <= 1:
+        return next(iter(said.values()), "?")
+    return "; ".join(f"{corpus or Path(config['data']).name}: {text}"
+                     for corpus, text in said.items())
+
+
 def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
     decoded, metrics = results["decoded"], results.get("metrics", list(DEFAULT_METRICS))
-    signature = next(iter(decoded.values()))["bleu_signature"] if decoded else ""
-    notes = [f"BLEU: sacrebleu `{signature}`."]
+    rows = [row for _, rows in resolve_tables(config, smoke) for row in rows]
+
+    def signature(corpus):
+        return next((f"`{decoded[r['key']]['bleu_signature']}`" for r in rows
+                     if r["corpus"] == corpus and "bleu_signature" in decoded[r["key"]]), "?")
+
+    notes = [f"BLEU: sacrebleu {_by_corpus(config, smoke, signature)}."]
     if "METEOR" in metrics:
-        language = run_setting(config, smoke, "meteor")["language"]
-        notes.append(f"METEOR: Meteor 1.5 `{' '.join(LANGUAGE_PRESETS[language])}` "
+        def preset(corpus):
+            language = run_setting(config, smoke, "meteor", corpus=corpus)["language"]
+            return f"`{' '.join(LANGUAGE_PRESETS[language])}`"
+        notes.append(f"METEOR: Meteor 1.5 {_by_corpus(config, smoke, preset)} "
                      "(0-100, from the corpus's summed statistics).")
     if "REP" in metrics:
         notes.append("REP: repeated bigrams beyond the reference's counts plus twice the "
                      "repeated words, per 100 reference tokens (lower is better).")
     if "DROP" in metrics:
         drop = drop_settings(config, smoke)
-        scheme = post_process_of(run_settings(config, smoke)["generate_flags"])
         pairs = [str(a["pairs"]) + (f" ({a['corpus']})" if a.get("corpus") else "")
-                 for a in results.get("aligners", {}).values() if a["post_process"] == scheme]
+                 for a in results.get("aligners", {}).values()
+                 if a["post_process"] == post_process_of(
+                     run_settings(config, smoke, a.get("corpus"))["generate_flags"])]
         others = drop["symmetrize"][1:]
         notes.append(
             "DROP: % of the source words aligned to the reference that nothing in the "
@@ -69,53 +93,84 @@ def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
                      "first row, same run and machine (real output lengths, so this also "
                      "reflects what each model generates; `benchmarks/` hold controlled "
                      "speed ratios).")
+    if "train_speed" in metrics:
+        notes.append("Training speed: fairseq-train's words/s (median over its logging "
+                     "intervals) divided by the table's first row, same run and machine.")
     return notes
+
+
+#: The paper's figure beside each metric's column(s), and the columns' headers.
+_PAPER_KEY = {"speed": "speed-up", "train_speed": "train speed-up"}
+_HEADER = {"speed": "sent/s ÷ first row (ours)", "train_speed": "train words/s ÷ first row (ours)"}
+
+
+def _summary(values: List[float], fmt: str = "{:.2f}") -> str:
+    """One cell for a row's values over its seeds: the value, or ``mean ± sd``."""
+    if any(v is None for v in values):
+        return "-"
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.mean(values))} ± {fmt.format(statistics.stdev(values))}"
+
+
+def _ratio(values: List[float], first: List[float]) -> str:
+    """Mean over seeds divided by the first row's mean."""
+    if any(v is None for v in values + first):
+        return "-"
+    return f"{statistics.mean(values) / statistics.mean(first):.2f}"
 
 
 def _table(rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
            symmetrizations: List[str]):
+    """A table's rows (the seeds of a row pooled) with the paper's figures beside ours."""
     fertilities = any(row["source"] for row in rows)
     header = ["row", "model trained", *(["fertilities"] if fertilities else []),
               "decoded with"]
     for metric in metrics:
-        if metric == "speed":
-            header += ["sent/s ÷ first row (ours)", "speed-up (paper)"]
-        elif metric == "params":
+        if metric == "params":
             header += ["attention parameters (ours)"]
+        elif metric in _HEADER:
+            header += [_HEADER[metric], f"{_PAPER_KEY[metric]} (paper)"]
         else:
             header += [f"{metric} (ours)", f"{metric} (paper)"]
             if metric == "DROP":
                 header += [f"DROP, {name} (ours)" for name in symmetrizations[1:]]
-    first = decoded[rows[0]["key"]]
+    groups = [list(group) for _, group in groupby(rows, key=lambda row: row["row"])]
+
+    def speeds(group):
+        """Decoding sentences/s and training words/s of a row's seeds (None: failed)."""
+        runs = [decoded[row["key"]] for row in group]
+        return {"speed": [r.get("sentences_per_second") for r in runs],
+                "train_speed": [trained[row["train"]].get("words_per_second") for row in group]}
+
+    first = speeds(groups[0])
     lines = []
-    for row in rows:
-        ours, paper = decoded[row["key"]], row.get("paper", {})
+    for group in groups:
+        row, runs = group[0], [decoded[r["key"]] for r in group]
+        failed, paper = any("failed" in r for r in runs), row.get("paper", {})
         cells = [row["label"], row["model"], *([row["source"] or "-"] if fertilities else []),
                  _decoded_with(row)]
         for metric in metrics:
+            figure = _cell(paper.get(_PAPER_KEY.get(metric, metric)))
             if metric == "params":
                 cells.append(_cell(trained[row["train"]].get("attention_parameters"), "{:,}"))
-            elif "failed" in ours:
-                cells += ["did not train", _cell(paper.get(metric if metric != "speed"
-                                                           else "speed-up"))]
+            elif failed:
+                cells += ["did not train", figure]
                 cells += ["-"] * (len(symmetrizations) - 1 if metric == "DROP" else 0)
-            elif metric == "speed":
-                ratio = ("-" if "failed" in first else
-                         f"{ours['sentences_per_second'] / first['sentences_per_second']:.2f}")
-                cells += [ratio, _cell(paper.get("speed-up"))]
+            elif metric in _HEADER:
+                cells += [_ratio(speeds(group)[metric], first[metric]), figure]
             else:
-                cells += [_cell(ours[metric.lower()]), _cell(paper.get(metric))]
+                cells += [_summary([r[metric.lower()] for r in runs]), figure]
                 if metric == "DROP":
-                    cells += [_cell(ours["drop_by_symmetrization"][name])
+                    cells += [_summary([r["drop_by_symmetrization"][name] for r in runs])
                               for name in symmetrizations[1:]]
         lines.append(cells)
     return markdown_table(header, lines)
 
 
-def render(config: dict, results: dict, smoke: bool, command: str) -> str:
-    decoded = results["decoded"]
-    metrics = results.get("metrics", list(DEFAULT_METRICS))
-    parts = [f"# {config['paper']}: reproduction"
+def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str) -> List[str]:
+    """Heading, provenance, what kind of run this was, its settings and metric notes."""
+    parts = [f"# {config['paper']}: {title}"
              + (" (SMOKE RUN on the synthetic corpus)" if smoke else ""), "",
              provenance_header(command)]
     if smoke:
@@ -131,15 +186,46 @@ def render(config: dict, results: dict, smoke: bool, command: str) -> str:
     if results.get("seconds") is not None:
         parts.append(f"Run time: {results['seconds'] / 60:.1f} min (training, decoding and "
                      "scoring, on the machine above).\n")
+    average = run_setting(config, smoke, "average_last")
+    if average:
+        parts.append(f"Each training is decoded as the average of its last {average} saved "
+                     "checkpoints.\n")
     parts.append(" ".join(_metric_notes(config, results, smoke)) + "\n")
+    return parts
+
+
+def _section(table: dict, rows: List[dict], results: dict, symmetrizations) -> str:
+    """A table's heading, how its rows were made (seeds, split) and the table."""
+    notes = []
+    if table.get("seeds"):
+        notes.append(f"Each row: mean ± standard deviation over {len(table['seeds'])} "
+                     f"trainings (seeds {', '.join(map(str, table['seeds']))}).")
+    if table.get("subset"):
+        notes.append(f"Decoded and scored on the {table['subset']} split.")
+    return (f"## {table['title']}\n\n" + (" ".join(notes) + "\n\n" if notes else "")
+            + _table(rows, results["decoded"], results["trained"],
+                     results.get("metrics", list(DEFAULT_METRICS)), symmetrizations))
+
+
+def render_tables(config: dict, results: dict, smoke: bool, command: str) -> Dict[str, str]:
+    """One report per table, by file name (the table's title as a slug)."""
+    symmetrizations = drop_settings(config, smoke)["symmetrize"]
+    return {f"{slug(table['title'])}.md":
+            "\n".join(_preamble(config, results, smoke, command, table["title"])
+                       + [_section(table, rows, results, symmetrizations)])
+            for table, rows in resolve_tables(config, smoke)}
+
+
+def render(config: dict, results: dict, smoke: bool, command: str) -> str:
+    """The whole run's report: every table, then the training runs."""
+    parts = _preamble(config, results, smoke, command, "reproduction")
     skipped = [t["title"] for t in config["tables"] if smoke and t.get("corpus")]
     if skipped:
         parts.append("Not in the smoke run (other corpora; on the synthetic corpus they "
                      "would repeat the tables below): " + "; ".join(skipped) + ".\n")
     symmetrizations = drop_settings(config, smoke)["symmetrize"]
     for table, rows in resolve_tables(config, smoke):
-        parts.append(f"## {table['title']}\n\n"
-                     + _table(rows, decoded, results["trained"], metrics, symmetrizations))
+        parts.append(_section(table, rows, results, symmetrizations))
     trained = results["trained"]
     fertilities = any("fertilities" in t for t in trained.values())
     parts.append("## Training runs\n\n" + markdown_table(

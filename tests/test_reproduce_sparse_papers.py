@@ -1,0 +1,221 @@
+"""The Explicit Sparse (Zhao et al. 2019) and Adaptively Sparse (Correia et al. 2019)
+reproductions: seeds averaged per row, decoding on the validation split, checkpoint
+averaging, training speed ratios, per-corpus settings and one report per table."""
+
+import json
+import re
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+import torch
+from reproduction_fakes import fake_generate, fake_train
+
+from data_prep.synthetic import binarize, write_corpus
+from sparse_attn_plugin import pipeline, reproduce
+from sparse_attn_plugin.provenance import REPO_ROOT
+from sparse_attn_plugin.reproduction import config as reproduction_config
+
+ZHAO = REPO_ROOT / "configs" / "zhao2019_explicit_sparse.json"
+CORREIA = REPO_ROOT / "configs" / "correia2019_adaptively_sparse.json"
+TINY_CORPUS = {"train": 600, "valid": 20, "test": 30}
+JAVA = pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
+
+
+def edited(tmp_path, edit, source=ZHAO):
+    config = json.loads(source.read_text())
+    edit(config)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def average_every_two(config):
+    """Smoke settings that save a checkpoint per update and average the last two."""
+    flags = config["smoke"]["train_flags"]
+    flags[flags.index("--save-interval-updates") + 1] = "1"
+    config["smoke"]["average_last"] = 2
+
+
+def subset(flags):
+    """The split fairseq-generate reads: the last --gen-subset."""
+    return [flags[i + 1] for i, flag in enumerate(flags) if flag == "--gen-subset"][-1]
+
+
+def planned(path, smoke):
+    config = reproduction_config.load_config(path)
+    rows = [row for _, rows in reproduction_config.resolve_tables(config, smoke) for row in rows]
+    return config, rows
+
+
+def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
+    config, smoke = planned(ZHAO, True)
+    _, full = planned(ZHAO, False)
+    titles = [t["title"] for t, _ in reproduction_config.resolve_tables(config, True)]
+    # Table 1's En-Vi and En-De parts repeat its De-En part on the synthetic corpus;
+    # Table 5 (an En-Vi table) does not: it decodes a switch on the validation split
+    assert [t.split(":")[0] for t in titles] == ["Table 1", "Figure 3", "Table 4", "Table 5"]
+    assert len({r["train"] for r in smoke}) == 20 and len({r["key"] for r in smoke}) == 23
+    assert len({r["train"] for r in full}) == 24 and len({r["key"] for r in full}) == 27
+    sweep = [r for r in smoke if r["seed"] is not None]
+    assert len(sweep) == 15 and {r["subset"] for r in sweep} == {"valid"}
+    assert "top-k, k = 4 [seed 3]" in {r["train"] for r in sweep}
+    switch = [r for r in full if r.get("overrides")]
+    assert switch[0]["corpus"] == "en-vi" and switch[0]["overrides"] == {"topk_train_only": True}
+    # per-corpus settings: En-De trains the big transformer, En-Vi decodes with beam 4
+    assert "sparse_transformer_vaswani_wmt_en_de_big" in reproduction_config.run_settings(
+        config, False, "en-de")["train_flags"]
+    assert "--lenpen" in reproduction_config.run_settings(config, False, "en-vi")["generate_flags"]
+    assert reproduction_config.run_setting(config, False, "average_last", corpus="en-vi") == 10
+    assert reproduction_config.run_setting(config, True, "average_last", corpus="en-vi") == 4
+    assert reproduction_config.averaging_problem(config, True) is None
+    assert reproduction_config.averaging_problem(config, False) is None
+
+
+def test_adaptively_sparse_plans_three_normalisers_on_four_corpora():
+    config, smoke = planned(CORREIA, True)
+    _, full = planned(CORREIA, False)
+    assert {r["model"] for r in smoke} == {"softmax", "1.5-entmax", "alpha-entmax"}
+    assert len({r["train"] for r in smoke}) == 3 and len({r["train"] for r in full}) == 12
+    assert {r["corpus"] for r in full} == {None, "ja-en", "ro-en", "en-de"}
+    assert reproduction_config.run_setting(config, False, "meteor", corpus="en-de") == \
+        {"language": "de"}
+    assert reproduction_config.run_setting(config, False, "meteor", corpus="ja-en") == \
+        {"language": "en"}
+
+
+@JAVA
+def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
+        tmp_path, monkeypatch, synthetic_bin):
+    """The whole Zhao et al. config in smoke mode with fairseq's two commands faked."""
+    trained, generated = [], []
+    monkeypatch.setattr(pipeline, "train", fake_train(trained))
+    monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
+    out = tmp_path / "out"
+    reproduce.main([edited(tmp_path, average_every_two), "--smoke", "--data", synthetic_bin,
+                    "--updates", "3", "--work-dir", tmp_path / "work", "--out", out])
+
+    assert len(trained) == 20 and len(generated) == 23
+    seeded = {call["name"]: call["flags"] for call in trained if "[seed" in call["name"]}
+    assert len(seeded) == 15
+    for name, flags in seeded.items():
+        seed = re.search(r"\[seed (\d)\]", name).group(1)
+        assert flags[flags.index("--seed", flags.index("--attn-fn")) + 1] == seed, name
+    # every decoding reads the average of its training's last two checkpoints
+    assert {call["checkpoint"].name for call in generated} == {"checkpoint_avg2.pt"}
+    averaged = torch.load(generated[0]["checkpoint"], weights_only=False)["model"]["w"]
+    assert averaged.tolist() == [2.5, 2.5]                # updates 2 and 3
+    valid = [call for call in generated if subset(call["flags"]) == "valid"]
+    assert len(valid) == 18                               # Figure 3 (15) and Table 5 (3)
+    switched = [call for call in generated if "{'topk_train_only': True}" in call["flags"]]
+    assert len(switched) == 1
+
+    record = json.loads((out / "smoke.json").read_text())
+    assert record["metrics"] == ["BLEU", "METEOR", "REP", "DROP", "speed", "train_speed"]
+    assert all(t["averaged"] == 2 for t in record["trained"].values())
+    config = reproduction_config.load_config(ZHAO)
+    sweep_table = next(rows for table, rows in reproduction_config.resolve_tables(config, True)
+                       if table["title"].startswith("Figure 3"))
+    k4 = [record["decoded"][r["key"]]["bleu"] for r in sweep_table if r["model"] == "top-k, k = 4"]
+    speed = {name: t["words_per_second"] for name, t in record["trained"].items()}
+
+    figure3 = (out / "smoke" / "figure-3-k-iwslt14-de-en-valid.md").read_text()
+    assert "mean ± standard deviation over 3 trainings (seeds 1, 2, 3)" in figure3
+    assert "Decoded and scored on the valid split." in figure3
+    assert f"| {statistics.mean(k4):.2f} ± {statistics.stdev(k4):.2f} |" in figure3
+    assert "- commit:" in figure3 and "SMOKE RUN" in figure3
+    table4 = (out / "smoke" / "table-4-speed-and-bleu-iwslt14-de-en.md").read_text()
+    ratio = speed["alpha-entmax"] / speed["softmax"]
+    assert re.search(rf"\| alpha-entmax \| alpha-entmax \| as trained \|.*\| {ratio:.2f} \| "
+                     r"0\.27 \|", table4)
+    assert "train words/s ÷ first row (ours)" in table4
+    assert "average of its last 2 saved checkpoints" in table4
+    report = (out / "smoke.md").read_text()
+    assert "Not in the smoke run" in report and "Table 1: BLEU, WMT14 En-De" in report
+    assert sorted(p.name for p in (out / "smoke").iterdir()) == [
+        "figure-3-k-iwslt14-de-en-valid.md", "table-1-bleu-iwslt14-de-en.md",
+        "table-4-speed-and-bleu-iwslt14-de-en.md",
+        "table-5-top-k-in-training-only-or-in-training-and-inference-iwslt15-en-vi-valid.md"]
+
+
+@JAVA
+def test_full_run_uses_each_corpus_settings(tmp_path, monkeypatch, synthetic_bin):
+    """Per-corpus model, generation, BLEU and METEOR settings of the Zhao et al. config."""
+    corpora = {}
+    for name, seed in (("en-vi", 2), ("en-de", 3)):
+        write_corpus(tmp_path / name / "raw", train=300, valid=10, test=12, seed=seed)
+        corpora[name] = Path(binarize(tmp_path / name / "raw", tmp_path / name / "bin"))
+
+    def keep_all(config):  # the fake saves one checkpoint per update: average them all
+        for settings in (config, *config["corpora"].values()):
+            settings["average_last"] = 3
+        flags = config["corpora"]["en-vi"]["train_flags"]
+        flags[flags.index("--save-interval-updates") + 1] = "1"
+    trained, generated = [], []
+    monkeypatch.setattr(pipeline, "train", fake_train(trained))
+    monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
+    out = tmp_path / "out"
+    reproduce.main([edited(tmp_path, keep_all), "--data", synthetic_bin, "--updates", "3",
+                    "--work-dir", tmp_path / "work", "--out", out,
+                    *(f"--corpus-data={n}={d}" for n, d in corpora.items())])
+
+    by_name = {call["name"]: call for call in trained}
+    assert len(by_name) == 24
+    assert "sparse_transformer_vaswani_wmt_en_de_big" in by_name["softmax [en-de]"]["flags"]
+    assert "sparse_transformer_iwslt_de_en" in by_name["softmax"]["flags"]
+    assert by_name["softmax [en-vi]"]["data"] == corpora["en-vi"]
+    en_vi = [c for c in generated if c["data"] == corpora["en-vi"]]
+    assert en_vi and all("--lenpen" in c["flags"] for c in en_vi)
+    report = (out / "README.md").read_text()
+    assert "en-de: `-l de -norm -m exact stem" in report and "en-vi: `-l other" in report
+    assert re.search(r"en-de: `[^`]*\|compounds:split`", report)     # WMT14's BLEU convention
+    assert re.search(r"en-vi: `[^`]*\|tok:intl\|", report)
+    assert (out / "table-1-bleu-wmt14-en-de.md").is_file()
+
+
+def test_decoding_the_average_of_real_checkpoints(tmp_path, monkeypatch):
+    """fairseq-train saves, the driver averages, fairseq-generate decodes the average."""
+    def tiny(config):
+        average_every_two(config)
+        config["tables"] = [{**config["tables"][0], "rows": config["tables"][0]["rows"][1:]}]
+        config["metrics"] = ["BLEU", "train_speed"]
+    monkeypatch.setattr(reproduce, "SMOKE_CORPUS", TINY_CORPUS)
+    out, work = tmp_path / "out", tmp_path / "work"
+    reproduce.main([edited(tmp_path, tiny), "--smoke", "--updates", "3", "--work-dir", work,
+                    "--out", out])
+    record = json.loads((out / "smoke.json").read_text())
+    assert all(d["sentences"] == 30 for d in record["decoded"].values())
+    folder = work / "top-k-k-8"
+    saved = sorted(p.name for p in folder.glob("checkpoint_*_*.pt"))
+    assert saved == ["checkpoint_1_1.pt", "checkpoint_1_2.pt", "checkpoint_1_3.pt"]
+    average = torch.load(folder / "checkpoint_avg2.pt", weights_only=False)["model"]
+    last = [torch.load(folder / name, weights_only=False)["model"] for name in saved[1:]]
+    for name, tensor in average.items():
+        if tensor.is_floating_point():
+            torch.testing.assert_close(tensor, (last[0][name] + last[1][name]) / 2)
+    assert "generate" in " ".join(p.name for p in work.iterdir())
+    log = next(work.glob("generate-top-k-k-8*.log")).read_text()
+    assert "checkpoint_avg2.pt" in log
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda c: c["tables"][3].update(seeds=[1, 1]), "`seeds` of table 'Figure 3: k, IWSLT14 "
+                                                    "De-En valid' must be a list of distinct"),
+    (lambda c: c["tables"][3].update(subset="train"), "must be one of valid, test, not 'train'"),
+    (lambda c: c["smoke"].update(average_last=0), "`smoke.average_last` must be a positive"),
+    (lambda c: c["corpora"]["en-vi"].update(beam=4), "unknown key 'beam' in corpus 'en-vi'"),
+    (lambda c: c["corpora"]["en-de"].update(bleu=[]), "`corpora.en-de.bleu` must be a JSON"),
+    (lambda c: c.update(metrics=["BLEU", "speed-up"]), "`metrics` must be a list of"),
+    (lambda c: c["smoke"].update(average_last=5),
+     "averaging the last 5 checkpoints, but model 'softmax' keeps 4 (200 updates, "
+     "--save-interval-updates 50, --keep-interval-updates 4, --no-epoch-checkpoints)"),
+])
+def test_bad_settings_give_one_clear_line_before_anything_runs(tmp_path, capsys, edit, message):
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main([edited(tmp_path, edit), "--smoke", "--out", tmp_path / "out",
+                        "--work-dir", tmp_path / "work"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "work" / "softmax").exists()
