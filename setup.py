@@ -23,6 +23,7 @@ setup(
         "sacremoses>=0.1",
         "subword-nmt>=0.3.8",
         "sentencepiece>=0.2",
+        "matplotlib>=3.8",
     ],
     entry_points={
         "console_scripts": [
@@ -30,6 +31,7 @@ setup(
             "sparse-attn-demo = sparse_attn_plugin.demo:main",
             "sparse-attn-score = sparse_attn_plugin.evaluation.cli:main",
             "sparse-attn-align = sparse_attn_plugin.evaluation.align_cli:main",
+            "sparse-attn-analyze = sparse_attn_plugin.analysis.cli:main",
         ],
     },
 )

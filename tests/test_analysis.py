@@ -1,8 +1,16 @@
-"""Attention statistics: counts checked against what the masks force."""
+"""Attention statistics: counts checked against what the masks force, entropy and head
+diversity against their definitions and scipy."""
 
+import math
+
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.spatial.distance import jensenshannon
 
 from sparse_attn_plugin.analysis import attention_statistics, learned_alphas
+from sparse_attn_plugin.analysis.attention_stats import HeadStats, head_statistics, jensen_shannon
 
 from models import batch, build
 
@@ -38,3 +46,61 @@ def test_softmax_has_no_zeros_and_alphas_are_reported(synthetic_bin):
     assert list(alphas) == ["decoder_cross"] and len(alphas["decoder_cross"]) == 2 * 4
     assert torch.allclose(torch.tensor(alphas["decoder_cross"]), torch.tensor(1.7))
     assert stats["decoder_cross"].alphas == alphas["decoder_cross"]
+
+
+# -- per-head statistics on hand-built attention ---------------------------------------------
+def hand_built():
+    """Two heads, two queries, three keys (all allowed, all real)."""
+    weights = torch.tensor([[[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]],
+                             [[1 / 3, 1 / 3, 1 / 3], [0.0, 1.0, 0.0]]]])      # (1, 2, 2, 3)
+    return weights, torch.ones_like(weights, dtype=torch.bool), torch.ones(1, 2, dtype=torch.bool)
+
+
+def test_head_stats_count_zeros_entropy_and_diversity_as_defined():
+    weights, allowed, real = hand_built()
+    stats = HeadStats.empty(2)
+    stats.add(weights, allowed, real)
+    assert stats.zeros.tolist() == [3, 2] and stats.allowed.tolist() == [6, 6]
+    assert stats.zero_fraction.tolist() == pytest.approx([0.5, 1 / 3])
+    assert stats.mean_entropy.tolist() == pytest.approx([math.log(2) / 2, math.log(3) / 2])
+    # two heads: the generalised JS divergence is the usual one; scipy gives its square root
+    expected = [jensenshannon(weights[0, 0, t], weights[0, 1, t]) ** 2 for t in range(2)]
+    assert stats.head_diversity == pytest.approx(sum(expected) / 2)
+
+
+def test_masked_keys_and_padding_queries_are_not_counted():
+    weights, allowed, real = hand_built()
+    allowed[..., 2] = False                     # key 2 masked (padding) everywhere
+    real[0, 1] = False                          # query 1 is padding
+    stats = HeadStats.empty(2)
+    stats.add(weights, allowed, real)
+    assert stats.allowed.tolist() == [2, 2] and stats.zeros.tolist() == [1, 0]
+    assert stats.queries == 1 and stats.mean_entropy[0] == 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 8), st.integers(0, 2 ** 16))
+def test_diversity_is_zero_for_identical_heads_and_at_most_log_heads(heads, keys, seed):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(1, heads, 3, keys, generator=g, dtype=torch.float64), -1)
+    js = jensen_shannon(p, 1)
+    assert (js >= -1e-12).all() and (js <= math.log(heads) + 1e-12).all()
+    same = p[:, :1].expand_as(p)
+    assert jensen_shannon(same, 1).abs().max() < 1e-12
+    one_hot = torch.eye(keys, dtype=torch.float64)[:heads] if heads <= keys else None
+    if one_hot is not None:                     # disjoint one-hot heads: exactly log H
+        assert float(jensen_shannon(one_hot, 0)) == pytest.approx(math.log(heads))
+
+
+def test_head_statistics_per_layer_and_site_of_a_model(synthetic_bin):
+    task, model = build(synthetic_bin, extra=["--attn-fn", "sparsemax",
+                                              "--decoder-cross-attn-fn", "entmax_alpha"])
+    stats = head_statistics(model, [batch(task)])
+    assert list(stats) == [(site, layer) for site in ("encoder_self", "decoder_self",
+                                                      "decoder_cross") for layer in (0, 1)]
+    assert all(s.zeros.numel() == 4 for s in stats.values())
+    assert stats["decoder_cross", 1].alphas == pytest.approx([1.5] * 4)
+    assert stats["encoder_self", 0].alphas is None
+    pooled = attention_statistics(model, [batch(task)])
+    assert pooled["encoder_self"].zeros == sum(int(stats["encoder_self", i].zeros.sum())
+                                               for i in (0, 1))

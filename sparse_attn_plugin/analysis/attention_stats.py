@@ -1,18 +1,27 @@
-"""Per-site attention statistics of a trained model, measured under teacher forcing.
+"""Per-head attention statistics of a trained model, measured under teacher forcing.
 
-Sparsity is the fraction of attention weights that are exactly zero among the
-keys the masks allow, over the queries at real (non-padding) positions; masked
-keys are zero for every normaliser and are not counted. Learned alphas are read from alpha-entmax
-normalisers, one per head.
+For every attention module (layer and site) and head, over the queries at real
+(non-padding) positions and the keys the masks allow (masked keys are zero for every
+normaliser and are not counted):
+
+* sparsity: the fraction of attention weights that are exactly zero;
+* entropy ``H(p) = -sum_j p_j log p_j`` (nats, ``0 log 0 = 0``), averaged over queries;
+* learned alpha, for alpha-entmax normalisers;
+
+and per module the head diversity of Correia et al. (2019, section 5.2), the
+Jensen-Shannon divergence between its heads' distributions for the same query,
+``JS(p_1 .. p_H) = H((1/H) sum_h p_h) - (1/H) sum_h H(p_h)`` (0 when all heads agree,
+at most ``log H``), averaged over queries.
 """
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
+from torch import Tensor
 
-from ..normalizers import EntmaxAlpha
+from ..normalizers import SITES, EntmaxAlpha
 
 _SITE_OF = {"self_attn": "self", "encoder_attn": "cross"}
 
@@ -23,8 +32,74 @@ def site_of(module_name: str) -> str:
     return f"{parts[0]}_{_SITE_OF[parts[-2]]}"
 
 
+def layer_of(module_name: str) -> int:
+    """``encoder.layers.3.self_attn.normalizer`` -> 3."""
+    return int(module_name.split(".")[2])
+
+
+def reads_attention(module_name: str) -> bool:
+    """Whether a module is a transformer attention normaliser these statistics read."""
+    parts = module_name.split(".")
+    return (len(parts) == 5 and parts[0] in ("encoder", "decoder") and parts[1] == "layers"
+            and parts[3] in _SITE_OF and parts[4] == "normalizer")
+
+
+def entropy(weights: Tensor) -> Tensor:
+    """``-sum_j p_j log p_j`` over the last dimension, with ``0 log 0 = 0``."""
+    return torch.special.entr(weights).sum(-1)
+
+
+def jensen_shannon(weights: Tensor, dim: int) -> Tensor:
+    """The generalised Jensen-Shannon divergence between the distributions along ``dim``
+    (each over the last dimension): entropy of their mean minus their mean entropy."""
+    return entropy(weights.mean(dim)) - entropy(weights).mean(dim)
+
+
+@dataclass
+class HeadStats:
+    """Sums over the real queries that one attention module saw, per head."""
+
+    zeros: Tensor                 # (H,) exactly-zero weights among allowed keys
+    allowed: Tensor               # (H,) allowed (query, key) pairs
+    entropy: Tensor               # (H,) summed entropy of the query rows
+    queries: int = 0              # real query rows (the same for every head)
+    diversity: float = 0.0        # summed Jensen-Shannon divergence between the heads
+    alphas: Optional[List[float]] = None
+
+    @classmethod
+    def empty(cls, heads: int) -> "HeadStats":
+        return cls(torch.zeros(heads, dtype=torch.long), torch.zeros(heads, dtype=torch.long),
+                   torch.zeros(heads, dtype=torch.float64))
+
+    def add(self, weights: Tensor, allowed: Tensor, real_queries: Tensor) -> None:
+        """Count a batch: ``weights`` and ``allowed`` ``(B, H, T, S)``, ``real_queries``
+        ``(B, T)``."""
+        allowed = allowed & real_queries[:, None, :, None]
+        self.zeros += ((weights == 0) & allowed).sum((0, 2, 3))
+        self.allowed += allowed.sum((0, 2, 3))
+        rows = real_queries[:, None, :].expand(-1, weights.size(1), -1)      # (B, H, T)
+        p = weights.double().masked_fill(~allowed, 0.0)
+        self.entropy += (entropy(p) * rows).sum((0, 2))
+        self.queries += int(real_queries.sum())
+        self.diversity += float((jensen_shannon(p, 1) * real_queries).sum())
+
+    @property
+    def zero_fraction(self) -> Tensor:
+        return self.zeros.double() / self.allowed.clamp_min(1)
+
+    @property
+    def mean_entropy(self) -> Tensor:
+        return self.entropy / max(self.queries, 1)
+
+    @property
+    def head_diversity(self) -> float:
+        return self.diversity / max(self.queries, 1)
+
+
 @dataclass
 class SiteStats:
+    """The heads of every layer of one site, pooled."""
+
     zeros: int = 0
     allowed: int = 0
     alphas: List[float] = field(default_factory=list)
@@ -38,27 +113,31 @@ def learned_alphas(model) -> Dict[str, List[float]]:
     """{site: alphas of every head of every layer} for alpha-entmax sites."""
     found = defaultdict(list)
     for name, module in model.named_modules():
-        if isinstance(module, EntmaxAlpha):
+        if isinstance(module, EntmaxAlpha) and reads_attention(name):
             found[site_of(name)].extend(module.alpha().tolist())
     return dict(found)
 
 
 @torch.no_grad()
-def attention_statistics(model, batches: Iterable[dict]) -> Dict[str, SiteStats]:
-    """Run the model (eval mode) on fairseq batches and count zero weights per site."""
-    stats: Dict[str, SiteStats] = defaultdict(SiteStats)
+def head_statistics(model, batches: Iterable[dict]) -> Dict[Tuple[str, int], HeadStats]:
+    """Run the model (eval mode) on fairseq batches: ``{(site, layer): HeadStats}``."""
+    modules = {name: m for name, m in model.named_modules() if reads_attention(name)}
+    if not modules:
+        raise ValueError("the model has no transformer attention normalisers to analyse "
+                         "(sparse_transformer models have them)")
+    stats: Dict[Tuple[str, int], HeadStats] = {}
     real_queries = {}  # "encoder" / "decoder" -> (B, T) mask of the current batch
 
-    def count(site):
+    def count(name):
+        key = (site_of(name), layer_of(name))
+
         def hook(module, inputs, weights):
-            rows = real_queries[site.split("_")[0]][:, None, :, None]
-            allowed = ~torch.isneginf(inputs[0]) & rows
-            stats[site].zeros += int(((weights == 0) & allowed).sum())
-            stats[site].allowed += int(allowed.sum())
+            if key not in stats:
+                stats[key] = HeadStats.empty(weights.size(1))
+            stats[key].add(weights, ~torch.isneginf(inputs[0]), real_queries[name.split(".")[0]])
         return hook
 
-    handles = [module.register_forward_hook(count(site_of(name)))
-               for name, module in model.named_modules() if name.endswith(".normalizer")]
+    handles = [module.register_forward_hook(count(name)) for name, module in modules.items()]
     model.eval()
     try:
         for sample in batches:
@@ -66,11 +145,21 @@ def attention_statistics(model, batches: Iterable[dict]) -> Dict[str, SiteStats]
             real_queries["encoder"] = net_input["src_tokens"].ne(model.encoder.padding_idx)
             targets = net_input["prev_output_tokens"]
             real_queries["decoder"] = targets.ne(model.decoder.padding_idx)
-            model(net_input["src_tokens"], net_input["src_lengths"],
-                  net_input["prev_output_tokens"])
+            model(net_input["src_tokens"], net_input["src_lengths"], targets)
     finally:
         for handle in handles:
             handle.remove()
-    for site, alphas in learned_alphas(model).items():
-        stats[site].alphas = alphas
-    return dict(stats)
+    for name, module in modules.items():
+        if isinstance(module, EntmaxAlpha) and (site_of(name), layer_of(name)) in stats:
+            stats[site_of(name), layer_of(name)].alphas = module.alpha().tolist()
+    return dict(sorted(stats.items(), key=lambda item: (SITES.index(item[0][0]), item[0][1])))
+
+
+def attention_statistics(model, batches: Iterable[dict]) -> Dict[str, SiteStats]:
+    """Zero weights and learned alphas per site, every layer and head pooled."""
+    sites: Dict[str, SiteStats] = defaultdict(SiteStats)
+    for (site, _), stats in head_statistics(model, batches).items():
+        sites[site].zeros += int(stats.zeros.sum())
+        sites[site].allowed += int(stats.allowed.sum())
+        sites[site].alphas.extend(stats.alphas or [])
+    return dict(sites)

@@ -68,7 +68,12 @@ class EntmaxAlpha(Normalizer):
 
     def alpha(self) -> Tensor:
         """The current alpha of each head, shape ``(H,)``."""
-        return (1.0 + torch.sigmoid(self.alpha_logit)).clamp(ALPHA_MIN, ALPHA_MAX)
+        return self.alpha_of(self.alpha_logit)
+
+    @staticmethod
+    def alpha_of(logit: Tensor) -> Tensor:
+        """``clamp(1 + sigmoid(z), 1.01, 2)``: the alphas a stored ``alpha_logit`` means."""
+        return (1.0 + torch.sigmoid(logit)).clamp(ALPHA_MIN, ALPHA_MAX)
 
     def normalize(self, scores: Tensor) -> Tensor:
         bsz, heads, tgt_len, _ = scores.shape

@@ -1,0 +1,258 @@
+"""sparse-attn-analyze: what the attention of trained sparse_transformer models does.
+
+    sparse-attn-analyze heads CHECKPOINT --data DIR [--subset valid] [--out DIR]
+        per layer, site and head: share of exactly-zero weights, entropy, learned alpha;
+        per layer and site: head diversity (Jensen-Shannon divergence between heads);
+        writes NAME-heads.csv, NAME-heads.md and, for learned alphas, NAME-alphas.png
+    sparse-attn-analyze trajectory CHECKPOINT_OR_SAVE_DIR ... [--out DIR]
+        learned alpha of every head across the checkpoints of a run (a save dir: every
+        epoch and update checkpoint in it): NAME-alpha-trajectory.{csv,png}
+    sparse-attn-analyze maps CHECKPOINT_A CHECKPOINT_B --data DIR --sentence N [--out DIR]
+        one sentence's attention (teacher-forced on its reference) of a layer and site,
+        for two models side by side: NAME-maps.png
+
+Statistics are measured under teacher forcing on the references of ``--subset``; see
+:mod:`sparse_attn_plugin.analysis.attention_stats` for the definitions.
+"""
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import torch
+
+from ..checkpoint_averaging import saved_checkpoints
+from ..normalizers import SITES, EntmaxAlpha
+from ..results_io import markdown_table, write_text_atomic
+from . import plots
+from .attention_stats import head_statistics, layer_of, reads_attention, site_of
+
+
+class AnalysisError(ValueError):
+    """Input the analysis cannot use; the message is one line."""
+
+
+def load(checkpoint: Path, data: Path):
+    """The model of ``checkpoint`` (eval mode, CPU) and its task reading ``data``."""
+    from fairseq import checkpoint_utils
+
+    if not Path(checkpoint).is_file():
+        raise AnalysisError(f"{checkpoint}: no such checkpoint")
+    if not Path(data).is_dir():
+        raise AnalysisError(f"{data}: no such data directory")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(checkpoint)], arg_overrides={"data": str(data)})
+    return models[0].eval(), task
+
+
+def dataset(task, subset: str):
+    try:
+        task.load_dataset(subset)
+    except FileNotFoundError as err:
+        raise AnalysisError(f"no {subset} split in the data directory ({err})") from None
+    return task.dataset(subset)
+
+
+# -- heads -------------------------------------------------------------------------------------
+def head_rows(stats) -> List[dict]:
+    """One row per (site, layer, head)."""
+    rows = []
+    for (site, layer), module in stats.items():
+        for head in range(module.zeros.numel()):
+            rows.append({"site": site, "layer": layer, "head": head,
+                         "zero_fraction": float(module.zero_fraction[head]),
+                         "entropy": float(module.mean_entropy[head]),
+                         "alpha": module.alphas[head] if module.alphas else None,
+                         "head_diversity": module.head_diversity})
+    return rows
+
+
+def heads_markdown(stats, checkpoint: Path, subset: str, sentences: int) -> str:
+    lines = []
+    for (site, layer), module in stats.items():
+        alphas = " ".join(f"{a:.2f}" for a in module.alphas) if module.alphas else "-"
+        lines.append([site, layer,
+                      " ".join(f"{100 * z:.0f}" for z in module.zero_fraction.tolist()),
+                      " ".join(f"{e:.2f}" for e in module.mean_entropy.tolist()),
+                      alphas, f"{module.head_diversity:.3f}"])
+    return (f"# Attention heads of `{checkpoint}`\n\nTeacher-forced on the {sentences} "
+            f"sentences of the {subset} split. Per head: % of exactly-zero weights among "
+            "the keys the masks allow, mean entropy (nats), learned alpha; per layer: "
+            "head diversity, the mean Jensen-Shannon divergence between its heads "
+            "(nats; 0 = all heads alike).\n\n"
+            + markdown_table(["site", "layer", "zeros % per head", "entropy per head",
+                              "alpha per head", "head diversity (JS)"], lines))
+
+
+def run_heads(args) -> List[Path]:
+    model, task = load(args.checkpoint, args.data)
+    data = dataset(task, args.subset)
+    batches = task.get_batch_iterator(data, max_tokens=args.max_tokens).next_epoch_itr(
+        shuffle=False)
+    stats = head_statistics(model, batches)
+    rows = head_rows(stats)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    name = args.name or Path(args.checkpoint).parent.name
+    written = [write_text_atomic(args.out / f"{name}-heads.csv", text.getvalue()),
+               write_text_atomic(args.out / f"{name}-heads.md",
+                                 heads_markdown(stats, args.checkpoint, args.subset, len(data)))]
+    alphas: Dict[str, List[float]] = {}
+    for (site, _), module in stats.items():
+        alphas.setdefault(site, []).extend(module.alphas or [])
+    if any(alphas.values()):
+        written.append(plots.alpha_histograms(alphas, args.out / f"{name}-alphas.png"))
+    return written
+
+
+# -- trajectory --------------------------------------------------------------------------------
+def checkpoints_of(paths: List[Path]) -> List[Path]:
+    """Checkpoint files, a save dir standing for every epoch and update checkpoint in it."""
+    found = []
+    for path in paths:
+        if path.is_dir():
+            saved = saved_checkpoints(path)
+            if not saved:
+                raise AnalysisError(f"{path}: no epoch or update checkpoints in this folder")
+            found.extend(saved)
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise AnalysisError(f"{path}: no such checkpoint or folder")
+    return found
+
+
+def learned_alphas_of(checkpoint: Path) -> Tuple[int, Dict[Tuple[str, int], List[float]]]:
+    """``(updates, {(site, layer): alphas})`` read from a checkpoint's parameters."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    alphas = {}
+    for key, value in state["model"].items():
+        module, _, parameter = key.rpartition(".")
+        if parameter == "alpha_logit" and reads_attention(module):
+            alphas[site_of(module), layer_of(module)] = EntmaxAlpha.alpha_of(value).tolist()
+    history = state.get("optimizer_history") or [{}]
+    return int(history[-1].get("num_updates", 0)), alphas
+
+
+def run_trajectory(args) -> List[Path]:
+    points = sorted(learned_alphas_of(path) for path in checkpoints_of(args.checkpoints))
+    modules = sorted({key for _, alphas in points for key in alphas},
+                     key=lambda key: (SITES.index(key[0]), key[1]))
+    if not modules:
+        raise AnalysisError("these checkpoints have no learned alphas (train with "
+                            "--attn-fn entmax_alpha or a site's --*-attn-fn entmax_alpha)")
+    if any(set(alphas) != set(modules) for _, alphas in points):
+        raise AnalysisError("the checkpoints do not have the same alpha-entmax modules: "
+                            "give the checkpoints of one run")
+    updates = [u for u, _ in points]
+    series = {key: [alphas[key] for _, alphas in points] for key in modules}
+    first = args.checkpoints[0].resolve()
+    name = args.name or (first.name if first.is_dir() else first.parent.name)
+    lines = ["updates,site,layer,head,alpha"]
+    for i, update in enumerate(updates):
+        for (site, layer), per_step in series.items():
+            lines += [f"{update},{site},{layer},{head},{alpha:.6f}"
+                      for head, alpha in enumerate(per_step[i])]
+    return [write_text_atomic(args.out / f"{name}-alpha-trajectory.csv", "\n".join(lines) + "\n"),
+            plots.alpha_trajectories(updates, series, args.out / f"{name}-alpha-trajectory.png")]
+
+
+# -- maps --------------------------------------------------------------------------------------
+@torch.no_grad()
+def sentence_attention(model, task, subset: str, index: int, site: str, layer: int,
+                       head: str):
+    """One sentence's attention weights ``(T, S)`` at a site and layer (negative: from the
+    last; a head, or the mean of the heads), teacher-forced: ``(weights, query tokens,
+    key tokens, the layer's index)``."""
+    data = dataset(task, subset)
+    if not 0 <= index < len(data):
+        raise AnalysisError(f"--sentence {index}: the {subset} split has {len(data)} sentences")
+    sample = data.collater([data[index]])
+    wanted = [name for name, _ in model.named_modules()
+              if reads_attention(name) and site_of(name) == site]
+    if not wanted:
+        raise AnalysisError(f"the model has no {site} attention to show")
+    layers = sorted({layer_of(name) for name in wanted})
+    chosen = layers[layer] if -len(layers) <= layer < len(layers) else None
+    if chosen is None:
+        raise AnalysisError(f"--layer {layer}: {site} has layers 0-{len(layers) - 1}")
+    module = dict(model.named_modules())[next(n for n in wanted if layer_of(n) == chosen)]
+    captured = []
+    handle = module.register_forward_hook(lambda m, i, weights: captured.append(weights))
+    try:
+        net = sample["net_input"]
+        model(net["src_tokens"], net["src_lengths"], net["prev_output_tokens"])
+    finally:
+        handle.remove()
+    weights = captured[0][0]                                               # (H, T, S)
+    if head == "mean":
+        weights = weights.mean(0)
+    elif head.isdigit() and int(head) < weights.size(0):
+        weights = weights[int(head)]
+    else:
+        raise AnalysisError(f"--head {head}: 'mean' or a head 0-{weights.size(0) - 1}")
+    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    source = [src_dict[t] for t in net["src_tokens"][0].tolist()]
+    previous = [tgt_dict[t] for t in net["prev_output_tokens"][0].tolist()]
+    queries = source if site == "encoder_self" else previous
+    keys = previous if site == "decoder_self" else source
+    return weights.float(), queries, keys, chosen
+
+
+def run_maps(args) -> List[Path]:
+    panels = []
+    labels = args.labels or [Path(c).parent.name for c in args.checkpoints]
+    for label, checkpoint in zip(labels, args.checkpoints):
+        model, task = load(checkpoint, args.data)
+        weights, queries, keys, layer = sentence_attention(
+            model, task, args.subset, args.sentence, args.site, args.layer, args.head)
+        panels.append((f"{label}: {args.site}, layer {layer}, head {args.head}",
+                       weights, queries, keys))
+    name = args.name or "-vs-".join(labels)
+    return [plots.attention_maps(panels, args.out / f"{name}-maps.png")]
+
+
+# -- command line ------------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sparse-attn-analyze", description=__doc__.split("\n\n")[0])
+    commands = p.add_subparsers(dest="command", required=True)
+    heads = commands.add_parser("heads", help="sparsity, entropy, alpha and head diversity")
+    heads.add_argument("checkpoint", type=Path)
+    trajectory = commands.add_parser("trajectory", help="learned alphas across checkpoints")
+    trajectory.add_argument("checkpoints", type=Path, nargs="+",
+                            help="checkpoint files, or a run's save dir")
+    maps = commands.add_parser("maps", help="one sentence's attention, two models side by side")
+    maps.add_argument("checkpoints", type=Path, nargs=2)
+    maps.add_argument("--sentence", type=int, required=True, help="index in the subset")
+    maps.add_argument("--site", choices=SITES, default="decoder_cross")
+    maps.add_argument("--layer", type=int, default=-1, help="default: the last")
+    maps.add_argument("--head", default="mean", help="a head's index, or mean (default)")
+    maps.add_argument("--labels", nargs=2, help="panel titles (default: checkpoint folders)")
+    for command in (heads, maps):
+        command.add_argument("--data", type=Path, required=True, help="binarised corpus")
+        command.add_argument("--subset", default="valid", help="split (default valid)")
+    heads.add_argument("--max-tokens", type=int, default=4096)
+    for command in (heads, trajectory, maps):
+        command.add_argument("--out", type=Path, default=Path("."), help="output folder")
+        command.add_argument("--name", help="file name prefix (default: the run's folder)")
+    return p
+
+
+def main(argv=None) -> None:
+    args = parser().parse_args(argv)
+    run = {"heads": run_heads, "trajectory": run_trajectory, "maps": run_maps}[args.command]
+    try:
+        written = run(args)
+    except AnalysisError as err:
+        sys.exit(f"sparse-attn-analyze: {err}")
+    for path in written:
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

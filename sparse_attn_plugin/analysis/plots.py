@@ -1,0 +1,89 @@
+"""PNG figures of the analyses: learned alpha per site (Correia et al. 2019, Figure 2),
+alpha trajectories during training (their Figure 4) and attention maps side by side."""
+
+import logging
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+from torch import Tensor
+
+from ..normalizers import SITES
+from ..results_io import atomic_path
+
+SITE_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
+               "decoder_cross": "context attention"}
+
+
+def _pyplot():
+    import matplotlib
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq may log at DEBUG
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(figure, path: Path) -> Path:
+    with atomic_path(path) as partial:
+        figure.savefig(partial, format="png", dpi=120, bbox_inches="tight")
+    _pyplot().close(figure)
+    return Path(path)
+
+
+def alpha_histograms(alphas: Dict[str, List[float]], path: Path) -> Path:
+    """One histogram per site of the learned alphas of all its heads, on [1, 2]."""
+    plt = _pyplot()
+    sites = [site for site in SITES if alphas.get(site)]
+    figure, axes = plt.subplots(1, len(sites), figsize=(4 * len(sites), 3), squeeze=False,
+                                sharey=True)
+    for ax, site in zip(axes[0], sites):
+        ax.hist(alphas[site], bins=[1 + i / 20 for i in range(21)], color="tab:blue")
+        ax.set_title(f"{SITE_TITLES[site]} ({len(alphas[site])} heads)")
+        ax.set_xlabel("learned alpha")
+        ax.set_xlim(1, 2)
+    axes[0][0].set_ylabel("heads")
+    return _save(figure, path)
+
+
+def alpha_trajectories(updates: Sequence[int], alphas: Dict[Tuple[str, int], List[List[float]]],
+                       path: Path) -> Path:
+    """Alpha of every head against training updates, one panel per site, a line per
+    (layer, head); ``alphas[(site, layer)][i]`` holds the heads' alphas at ``updates[i]``."""
+    plt = _pyplot()
+    sites = [site for site in SITES if any(s == site for s, _ in alphas)]
+    figure, axes = plt.subplots(1, len(sites), figsize=(4.5 * len(sites), 3.2), squeeze=False,
+                                sharey=True)
+    for ax, site in zip(axes[0], sites):
+        layers = sorted(layer for s, layer in alphas if s == site)
+        colours = plt.get_cmap("viridis")
+        for layer in layers:
+            per_step = alphas[site, layer]
+            for head in range(len(per_step[0])):
+                ax.plot(updates, [step[head] for step in per_step], lw=0.9,
+                        color=colours(layer / max(len(layers) - 1, 1)),
+                        label=f"layer {layer}" if head == 0 else None)
+        ax.set_title(SITE_TITLES[site])
+        ax.set_xlabel("updates")
+        ax.set_ylim(1, 2)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("alpha")
+    return _save(figure, path)
+
+
+def attention_maps(panels: Sequence[Tuple[str, Tensor, List[str], List[str]]],
+                   path: Path) -> Path:
+    """Heat maps side by side: each panel is ``(title, weights (T, S), target tokens,
+    source tokens)``; exact zeros are white, so sparsity shows."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, len(panels), squeeze=False,
+                                figsize=(0.32 * sum(len(p[3]) for p in panels) + 2.5 * len(panels),
+                                         0.32 * max(len(p[2]) for p in panels) + 1.5))
+    for ax, (title, weights, targets, sources) in zip(axes[0], panels):
+        shown = weights.masked_fill(weights == 0, float("nan")).numpy()
+        image = ax.imshow(shown, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+        ax.set_xticks(range(len(sources)), sources, rotation=90, fontsize=8)
+        ax.set_yticks(range(len(targets)), targets, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        figure.colorbar(image, ax=ax, fraction=0.04)
+    return _save(figure, path)

@@ -1,0 +1,101 @@
+"""sparse-attn-analyze on checkpoints fairseq-train wrote: tables that parse and agree
+with the model, PNG figures, and one clear line for input it cannot use."""
+
+import csv
+
+import pytest
+import torch
+from test_fairseq_cli import train
+
+from sparse_attn_plugin.analysis import cli
+from sparse_attn_plugin.normalizers import EntmaxAlpha
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def alpha_run(synthetic_bin, tmp_path_factory):
+    """A tiny model with learned alpha-entmax in the decoder and sparsemax in the encoder,
+    a checkpoint saved after each of its 3 updates."""
+    save_dir = tmp_path_factory.mktemp("alpha-run")
+    train(synthetic_bin, save_dir, "--attn-fn", "entmax_alpha", "--encoder-self-attn-fn",
+          "sparsemax", "--lr", "5e-2", "--save-interval-updates", "1", updates=3)
+    return save_dir
+
+
+def test_heads_table_has_every_layer_site_and_head(alpha_run, synthetic_bin, tmp_path, capsys):
+    cli.main(["heads", str(alpha_run / "checkpoint_last.pt"), "--data", str(synthetic_bin),
+              "--out", str(tmp_path), "--name", "run"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run-alphas.png", "run-heads.csv",
+                                                          "run-heads.md"]
+    assert (tmp_path / "run-alphas.png").read_bytes().startswith(PNG)
+    rows = list(csv.DictReader((tmp_path / "run-heads.csv").open()))
+    assert len(rows) == 3 * 2 * 4                                  # sites x layers x heads
+    encoder = [r for r in rows if r["site"] == "encoder_self"]
+    assert all(r["alpha"] == "" for r in encoder)                  # sparsemax: no alpha
+    assert any(float(r["zero_fraction"]) > 0 for r in encoder)     # sparsemax has zeros
+    state = torch.load(alpha_run / "checkpoint_last.pt", weights_only=False)["model"]
+    logit = state["decoder.layers.1.encoder_attn.normalizer.alpha_logit"]
+    cross = [float(r["alpha"]) for r in rows if (r["site"], r["layer"]) == ("decoder_cross", "1")]
+    assert cross == pytest.approx(EntmaxAlpha.alpha_of(logit).tolist(), abs=1e-6)
+    for r in rows:
+        assert 0 <= float(r["zero_fraction"]) <= 1 and float(r["entropy"]) >= 0
+        assert 0 <= float(r["head_diversity"]) <= torch.log(torch.tensor(4.0)) + 1e-6
+    assert "| decoder_cross | 1 |" in (tmp_path / "run-heads.md").read_text()
+    assert str(tmp_path / "run-heads.csv") in capsys.readouterr().out
+
+
+def test_trajectory_follows_alpha_over_the_saved_checkpoints(alpha_run, tmp_path):
+    cli.main(["trajectory", str(alpha_run), "--out", str(tmp_path)])
+    name = alpha_run.name
+    assert (tmp_path / f"{name}-alpha-trajectory.png").read_bytes().startswith(PNG)
+    rows = list(csv.DictReader((tmp_path / f"{name}-alpha-trajectory.csv").open()))
+    assert sorted({int(r["updates"]) for r in rows}) == [1, 2, 3]
+    assert {r["site"] for r in rows} == {"decoder_self", "decoder_cross"}
+    assert len(rows) == 3 * 2 * 2 * 4                        # steps x sites x layers x heads
+    head = [float(r["alpha"]) for r in rows if (r["site"], r["layer"], r["head"])
+            == ("decoder_cross", "0", "0")]
+    assert len(set(head)) == 3                                # alpha is learned: it moves
+
+
+def test_maps_put_two_models_side_by_side(alpha_run, synthetic_bin, tmp_path):
+    cli.main(["maps", str(alpha_run / "checkpoint_1_1.pt"), str(alpha_run / "checkpoint_1_3.pt"),
+              "--data", str(synthetic_bin), "--sentence", "3", "--labels", "early", "late",
+              "--out", str(tmp_path)])
+    assert (tmp_path / "early-vs-late-maps.png").read_bytes().startswith(PNG)
+
+
+def test_one_sentence_attention_is_a_distribution_per_query(alpha_run, synthetic_bin):
+    model, task = cli.load(alpha_run / "checkpoint_last.pt", synthetic_bin)
+    weights, queries, keys, layer = cli.sentence_attention(model, task, "valid", 0,
+                                                           "encoder_self", -1, "1")
+    assert weights.shape == (len(queries), len(keys)) and queries == keys and layer == 1
+    torch.testing.assert_close(weights.sum(-1), torch.ones(len(queries)))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["heads", "missing.pt", "--data", "."], "missing.pt: no such checkpoint"),
+    (["maps", "{ckpt}", "{ckpt}", "--data", "{data}", "--sentence", "999"],
+     "--sentence 999: the valid split has 40 sentences"),
+    (["maps", "{ckpt}", "{ckpt}", "--data", "{data}", "--sentence", "0", "--layer", "5"],
+     "--layer 5: decoder_cross has layers 0-1"),
+    (["maps", "{ckpt}", "{ckpt}", "--data", "{data}", "--sentence", "0", "--head", "9"],
+     "--head 9: 'mean' or a head 0-3"),
+    (["heads", "{ckpt}", "--data", "{data}", "--subset", "dev"], "no dev split"),
+    (["trajectory", "{empty}"], "no epoch or update checkpoints in this folder"),
+])
+def test_bad_input_is_one_line(alpha_run, synthetic_bin, tmp_path, capsys, argv, message):
+    (tmp_path / "empty").mkdir()
+    filled = [a.format(ckpt=alpha_run / "checkpoint_last.pt", data=synthetic_bin,
+                       empty=tmp_path / "empty") for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*filled, "--out", str(tmp_path / "out")])
+    assert message in str(exit_info.value.code)
+    assert not (tmp_path / "out").exists()
+
+
+def test_trajectory_of_a_model_without_learned_alpha_says_so(synthetic_bin, tmp_path):
+    checkpoint = train(synthetic_bin, tmp_path / "softmax", "--attn-fn", "softmax", updates=1)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["trajectory", str(checkpoint), "--out", str(tmp_path / "out")])
+    assert "no learned alphas (train with --attn-fn entmax_alpha" in str(exit_info.value.code)
