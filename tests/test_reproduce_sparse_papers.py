@@ -209,7 +209,7 @@ def test_decoding_the_average_of_real_checkpoints(tmp_path, monkeypatch):
     (lambda c: c.update(metrics=["BLEU", "speed-up"]), "`metrics` must be a list of"),
     (lambda c: c["smoke"].update(average_last=5),
      "averaging the last 5 checkpoints, but model 'softmax' keeps 4 (200 updates, "
-     "--save-interval-updates 50, --keep-interval-updates 4, --no-epoch-checkpoints)"),
+     "--save-interval-updates 10, --keep-interval-updates 4, --no-epoch-checkpoints)"),
 ])
 def test_bad_settings_give_one_clear_line_before_anything_runs(tmp_path, capsys, edit, message):
     with pytest.raises(SystemExit) as exit_info:
