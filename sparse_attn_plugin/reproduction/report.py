@@ -4,7 +4,7 @@ ours, the metrics' settings and the training runs."""
 import statistics
 from itertools import groupby
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from ..evaluation.meteor import LANGUAGE_PRESETS
 from ..provenance import provenance_header
@@ -120,6 +120,37 @@ def _ratio(values: List[float], first: List[float]) -> str:
     return f"{statistics.mean(values) / statistics.mean(first):.2f}"
 
 
+def row_comparisons(rows: List[dict], decoded: dict, trained: dict,
+                    metrics: List[str]) -> List[Tuple[List[dict], Dict[str, Tuple[str, str]]]]:
+    """Per row of a config's table (its seeds' rows pooled): ``(those rows, {metric:
+    (our cell, the paper's cell)})``; speeds are ratios to the first row."""
+    groups = [list(group) for _, group in groupby(rows, key=lambda row: row["row"])]
+
+    def speeds(group):
+        """Decoding sentences/s and training words/s of a row's seeds (None: failed)."""
+        return {"speed": [decoded[row["key"]].get("sentences_per_second") for row in group],
+                "train_speed": [trained[row["train"]].get("words_per_second") for row in group]}
+
+    first = speeds(groups[0])
+    compared = []
+    for group in groups:
+        runs, paper = [decoded[r["key"]] for r in group], group[0].get("paper", {})
+        cells = {}
+        for metric in metrics:
+            figure = _cell(paper.get(_PAPER_KEY.get(metric, metric)))
+            if metric == "params":
+                ours = _cell(trained[group[0]["train"]].get("attention_parameters"), "{:,}")
+            elif any("failed" in r for r in runs):
+                ours = "did not train"
+            elif metric in _HEADER:
+                ours = _ratio(speeds(group)[metric], first[metric])
+            else:
+                ours = _summary([r[metric.lower()] for r in runs])
+            cells[metric] = (ours, figure)
+        compared.append((group, cells))
+    return compared
+
+
 def _table(rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
            symmetrizations: List[str]):
     """A table's rows (the seeds of a row pooled) with the paper's figures beside ours."""
@@ -135,36 +166,18 @@ def _table(rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
             header += [f"{metric} (ours)", f"{metric} (paper)"]
             if metric == "DROP":
                 header += [f"DROP, {name} (ours)" for name in symmetrizations[1:]]
-    groups = [list(group) for _, group in groupby(rows, key=lambda row: row["row"])]
-
-    def speeds(group):
-        """Decoding sentences/s and training words/s of a row's seeds (None: failed)."""
-        runs = [decoded[row["key"]] for row in group]
-        return {"speed": [r.get("sentences_per_second") for r in runs],
-                "train_speed": [trained[row["train"]].get("words_per_second") for row in group]}
-
-    first = speeds(groups[0])
     lines = []
-    for group in groups:
+    for group, cells in row_comparisons(rows, decoded, trained, metrics):
         row, runs = group[0], [decoded[r["key"]] for r in group]
-        failed, paper = any("failed" in r for r in runs), row.get("paper", {})
-        cells = [row["label"], row["model"], *([row["source"] or "-"] if fertilities else []),
-                 _decoded_with(row)]
+        line = [row["label"], row["model"], *([row["source"] or "-"] if fertilities else []),
+                _decoded_with(row)]
         for metric in metrics:
-            figure = _cell(paper.get(_PAPER_KEY.get(metric, metric)))
-            if metric == "params":
-                cells.append(_cell(trained[row["train"]].get("attention_parameters"), "{:,}"))
-            elif failed:
-                cells += ["did not train", figure]
-                cells += ["-"] * (len(symmetrizations) - 1 if metric == "DROP" else 0)
-            elif metric in _HEADER:
-                cells += [_ratio(speeds(group)[metric], first[metric]), figure]
-            else:
-                cells += [_summary([r[metric.lower()] for r in runs]), figure]
-                if metric == "DROP":
-                    cells += [_summary([r["drop_by_symmetrization"][name] for r in runs])
-                              for name in symmetrizations[1:]]
-        lines.append(cells)
+            line += cells[metric][:1] if metric == "params" else list(cells[metric])
+            if metric == "DROP":
+                line += [_summary([r["drop_by_symmetrization"][name] for r in runs])
+                         if not any("failed" in r for r in runs) else "-"
+                         for name in symmetrizations[1:]]
+        lines.append(line)
     return markdown_table(header, lines)
 
 

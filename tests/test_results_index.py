@@ -1,0 +1,52 @@
+"""results/README.md: the index reads every number from the records scripts wrote."""
+
+import json
+import shutil
+
+from reproduction_fakes import fake_generate, fake_train
+
+from sparse_attn_plugin import pipeline, reproduce, results_index
+from sparse_attn_plugin.provenance import REPO_ROOT, provenance_header
+
+
+def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch, synthetic_bin):
+    configs, results = tmp_path / "configs", tmp_path / "results"
+    configs.mkdir()
+    for name in ("correia2019_adaptively_sparse.json", "zhao2019_explicit_sparse.json"):
+        shutil.copy(REPO_ROOT / "configs" / name, configs / name)
+    config = json.loads((configs / "correia2019_adaptively_sparse.json").read_text())
+    config["metrics"] = ["BLEU", "speed"]
+    (configs / "correia2019_adaptively_sparse.json").write_text(json.dumps(config))
+    monkeypatch.setattr(pipeline, "train", fake_train([]))
+    monkeypatch.setattr(pipeline, "generate", fake_generate([]))
+    out = results / "adaptively_sparse"
+    reproduce.main([configs / "correia2019_adaptively_sparse.json", "--smoke", "--data",
+                    synthetic_bin, "--updates", "2", "--work-dir", tmp_path / "work",
+                    "--out", out])
+    (results / "bench").mkdir()
+    (results / "bench" / "speed.md").write_text("# Some benchmark\n\n"
+                                                + provenance_header("bench.py"))
+    (results / "bench" / "notes.md").write_text("# No provenance: not listed\n")
+
+    results_index.main(["--results", str(results), "--configs", str(configs)])
+    index = (results / "README.md").read_text()
+    record = json.loads((out / "smoke.json").read_text())
+    bleu = {json.loads(key)[0]: d["bleu"] for key, d in record["decoded"].items()}
+    assert (f"| Table 1: BLEU, IWSLT De-En | alpha-entmax | BLEU {bleu['alpha-entmax']:.2f} | "
+            "BLEU 29.90 |") in index
+    assert "[adaptively_sparse/smoke.md](adaptively_sparse/smoke.md)" in index
+    assert "12 trainings (12 x 100,000 updates)" in index        # Correia at full scale
+    assert "24 trainings (20 x 90 epochs, 2 x 35,000 updates, 2 x 72 epochs)" in index
+    assert "`scripts/zhao2019_explicit_sparse.sh`" in index
+    assert "| [bench/speed.md](bench/speed.md) | Some benchmark |" in index
+    assert "notes.md" not in index and "- commit:" in index
+
+
+def test_the_committed_index_is_what_the_records_give():
+    """results/README.md was regenerated after the last result landed."""
+    committed = (REPO_ROOT / "results" / "README.md").read_text()
+    fresh = results_index.render(REPO_ROOT / "results", REPO_ROOT / "configs",
+                                 REPO_ROOT / "scripts", "check")
+    body = [line for line in committed.splitlines() if not line.startswith("- ")]
+    assert body == [line for line in fresh.splitlines() if not line.startswith("- ")], \
+        "results/README.md is stale: run python -m sparse_attn_plugin.results_index"
