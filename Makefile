@@ -2,7 +2,7 @@
 #
 #   make install   create .venv/ and install torch, fairseq-fixed and the plugin (idempotent)
 #   make test      run the test suite (installs first)
-#   make demo      train every normaliser on the synthetic corpus and compare them
+#   make demo      train every kind of attention on the synthetic corpus and compare them
 #   make bench     speed ratios against softmax, written to results/bench/
 #   make lint      ruff over the package, tests, benchmarks and data_prep
 #

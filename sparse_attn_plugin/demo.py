@@ -1,14 +1,17 @@
-"""``make demo``: every attention normaliser on the synthetic corpus, side by side.
+"""``make demo``: every kind of attention on the synthetic corpus, side by side.
 
-Builds the bundled synthetic corpus, trains one small transformer per normaliser
-with ``fairseq-train`` (same settings, same number of updates), translates the
-test set with ``fairseq-generate`` (beam 5) and reports per model: BLEU with
-sacrebleu's signature, METEOR (Meteor 1.5, ``other`` preset: the toy target
-language has no stems or paraphrases), REP and DROP (a fast_align model trained on the
-training pairs, forward alignments), validation loss, the fraction of
-exactly-zero attention weights per site, learned alpha per site, and training
-words/s and generation sentences/s as ratios to softmax measured in the same run. Writes
-``results/demo/README.md`` and ``results/demo/demo.json``.
+Builds the bundled synthetic corpus, trains one small transformer per kind of attention
+(:data:`ROWS`: the five normalisers, hard retrieval in the decoder, constrained
+sparsemax in cross-attention, an RBF kernel smoother) with ``fairseq-train`` (same
+settings, same number of updates), translates the test set with ``fairseq-generate``
+(beam 5) and reports per model: BLEU with sacrebleu's signature, METEOR (Meteor 1.5,
+``other`` preset: the toy target language has no stems or paraphrases), REP and DROP (a
+fast_align model trained on the training pairs, forward alignments), validation loss,
+the fraction of exactly-zero attention weights per site, learned alpha per site, and
+training words/s and generation sentences/s as ratios to softmax measured in the same
+run. Writes ``results/demo/README.md``, ``results/demo/demo.json`` and three figures:
+BLEU and sparsity per model, the learned alphas, and one sentence's cross-attention
+under softmax and 1.5-entmax.
 """
 
 import argparse
@@ -18,6 +21,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 from data_prep.synthetic import binarize, write_corpus
 
@@ -25,7 +29,7 @@ from . import pipeline
 from .evaluation import Meteor, corpus_bleu, corpus_rep
 from .evaluation.aligner import train_aligner
 from .evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
-from .normalizers import NAMES, SITES
+from .normalizers import SITES
 from .pipeline import device_flags
 from .provenance import REPO_ROOT, provenance_header
 from .results_io import markdown_table, write_json_atomic, write_text_atomic
@@ -44,37 +48,57 @@ MODEL_FLAGS = [
     "--max-tokens", "4096", "--seed", "1", "--log-interval", "50",
     "--no-epoch-checkpoints",
 ]
-GENERATE_FLAGS = ["--beam", "5", "--batch-size", "128", "--gen-subset", "test"]
-DEMO_NORMALIZERS = ("softmax", "topk", "sparsemax", "entmax15", "entmax_alpha")
+#: Synthetic words have fertility 3 at most, so every reference fits in 3 |source| + 5
+#: tokens (fairseq's default cap of 200 only lets an untrained model ramble).
+GENERATE_FLAGS = ["--beam", "5", "--batch-size", "128", "--gen-subset", "test",
+                  "--max-len-a", "3", "--max-len-b", "5"]
+_CONSTRAINED = ["--task", "sparse_translation"]
+#: Each row: the flags that choose its attention (after MODEL_FLAGS) and the ones its
+#: decoding needs too.
+ROWS = {
+    **{name: (["--attn-fn", name], []) for name in
+       ("softmax", "topk", "sparsemax", "entmax15", "entmax_alpha")},
+    "hard": (["--decoder-self-attn-fn", "hard", "--decoder-cross-attn-fn", "hard"], []),
+    "csparsemax": ([*_CONSTRAINED, "--decoder-cross-attn-fn", "csparsemax", "--sink-token",
+                    "--exhaustion-c", "0.2", "--fertility", "constant", "--fertility-value",
+                    "2"], _CONSTRAINED),
+    "kernel_rbf": (["--arch", "kernel_transformer", "--kernel", "rbf"], []),
+}
+ROW_TITLES = {"hard": "hard (decoder self + cross)", "csparsemax": "csparsemax (cross, f = 2)",
+              "kernel_rbf": "RBF kernel smoother"}
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
 
 
-def site_statistics(checkpoint: Path, subset: str = "test"):
-    """Zero fraction and learned alphas per site, under teacher forcing on ``subset``."""
-    from fairseq import checkpoint_utils
-
+def site_statistics(checkpoint: Path, data: Path, subset: str = "test"):
+    """Zero fraction and learned alphas per site, under teacher forcing on ``subset``
+    (none for a model without attention normalisers, e.g. a kernel smoother)."""
     from .analysis import attention_statistics
+    from .analysis.cli import dataset, load
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
-    task.load_dataset(subset)
-    batches = task.get_batch_iterator(task.dataset(subset), max_tokens=4096).next_epoch_itr(
+    model, task = load(checkpoint, data)
+    batches = task.get_batch_iterator(dataset(task, subset), max_tokens=4096).next_epoch_itr(
         shuffle=False)
-    return attention_statistics(models[0], batches)
+    try:
+        return attention_statistics(model, batches)
+    except ValueError:
+        return {}
 
 
 def run_one(name, data, work, updates, corpus, meteor, aligner):
-    train_flags = [*MODEL_FLAGS, *device_flags(), "--attn-fn", name,
+    attention, decoding = ROWS[name]
+    train_flags = [*MODEL_FLAGS, *device_flags(), *attention,
                    "--validate-interval-updates", str(updates)]
     trained = pipeline.train(data, work / name, train_flags, updates, desc=f"{name:>12} train")
-    generated = pipeline.generate(data, trained.checkpoint, [*GENERATE_FLAGS, *device_flags()],
+    generated = pipeline.generate(data, trained.checkpoint,
+                                  [*GENERATE_FLAGS, *decoding, *device_flags()],
                                   work / name / "generate.log")
     hypotheses = generated.output.hypotheses
     references = [corpus["test.tgt"][i] for i in generated.output.ids]
     sources = [corpus["test.src"][i] for i in generated.output.ids]
     bleu = corpus_bleu(hypotheses, references)
-    stats = site_statistics(trained.checkpoint)
+    stats = site_statistics(trained.checkpoint, data)
     return {
-        "attn_fn": name,
+        "attention": name,
         "bleu": bleu.score,
         "bleu_signature": bleu.signature,
         "meteor": meteor.score(hypotheses, references).corpus if meteor else None,
@@ -102,28 +126,37 @@ def _alpha_cell(alphas):
                      for s, a in alphas.items())
 
 
-def render(rows, settings, command):
-    base = next((r for r in rows if r["attn_fn"] == "softmax"), None)
+def _zero_cell(fractions):
+    if not fractions:
+        return "- (no normaliser)"
+    return " / ".join(f"{100 * fractions.get(s, math.nan):.1f}%" for s in SITES)
+
+
+def render(rows, settings, command, images):
+    base = next((r for r in rows if r["attention"] == "softmax"), None)
     table = markdown_table(
         ["attention", "BLEU", "METEOR", "REP", "DROP", "valid loss",
          "zero weights enc-self / dec-self / cross",
          "learned alpha: mean [min, max]", "train words/s ÷ softmax",
          "generate sent/s ÷ softmax"],
-        [[r["attn_fn"], f"{r['bleu']:.2f}",
+        [[ROW_TITLES.get(r["attention"], r["attention"]), f"{r['bleu']:.2f}",
           "n/a" if r["meteor"] is None else f"{r['meteor']:.2f}", f"{r['rep']:.2f}",
           f"{r['drop']:.2f}",
           "n/a" if r["valid_loss"] is None else f"{r['valid_loss']:.3f}",
-          " / ".join(f"{100 * r['zero_fraction'].get(s, math.nan):.1f}%" for s in SITES),
+          _zero_cell(r["zero_fraction"]),
           _alpha_cell(r["alphas"]),
           _ratio(r["train_words_per_second"], base and base["train_words_per_second"]),
           _ratio(r["generate_sentences_per_second"],
                  base and base["generate_sentences_per_second"])] for r in rows])
     signature = rows[0]["bleu_signature"] if rows else ""
     return (
-        "# Demo: attention normalisers on the synthetic corpus\n\n"
+        "# Demo: every kind of attention on the synthetic corpus\n\n"
         f"{provenance_header(command)}\n"
         f"Settings: {settings}. Every model has the same architecture, data, seed and number "
-        "of updates; only `--attn-fn` differs. BLEU is tokenised BLEU on the test set "
+        "of updates; only the attention differs (`ROWS` in `sparse_attn_plugin/demo.py`: "
+        "the five normalisers at every site, hard retrieval in the decoder, constrained "
+        "sparsemax in cross-attention with fertility 2 and a sink, an RBF kernel smoother "
+        "with its positions added to the embeddings). BLEU is tokenised BLEU on the test set "
         f"(`{signature}`); METEOR is Meteor 1.5 with `-l other -lower`; REP counts "
         "repeated bigrams not in the reference (x100 over reference tokens, lower is "
         "better); DROP is the share of aligned source words left unaligned by the "
@@ -131,7 +164,42 @@ def render(rows, settings, command):
         "true drops on this corpus; lower is better); zero weights are the share of "
         "exactly-zero attention weights among unmasked keys, teacher-forced on the test "
         "set; speed columns are ratios to softmax measured in this run (fairseq's median "
-        "training words/s, and generation sentences/s).\n\n" + table)
+        "training words/s, and generation sentences/s).\n\n" + table
+        + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
+
+
+def figures(rows, work: Path, data: Path, out: Path) -> List[Path]:
+    """BLEU and sparsity per model; the learned alphas; one test sentence's
+    cross-attention (last layer, mean of the heads) under softmax and 1.5-entmax (or the
+    first other model with a normaliser)."""
+    from .analysis import plots
+    from .analysis.cli import load, sentence_attention
+
+    def zero_share(row):
+        values = list(row["zero_fraction"].values())
+        return sum(values) / len(values) if values else None
+
+    written = [plots.comparison_bars([ROW_TITLES.get(r["attention"], r["attention"])
+                                      for r in rows], [r["bleu"] for r in rows],
+                                     [zero_share(r) for r in rows], out / "comparison.png")]
+    alphas = next((r["alphas"] for r in rows if r["alphas"]), None)
+    if alphas:
+        written.append(plots.alpha_histograms(alphas, out / "alphas.png"))
+    sparse = sorted((r["attention"] for r in rows
+                     if r["attention"] != "softmax" and r["zero_fraction"]),
+                    key=lambda name: name != "entmax15")
+    pair = ["softmax", sparse[0]] if sparse and any(r["attention"] == "softmax"
+                                                     for r in rows) else []
+    if pair:
+        panels = []
+        for name in pair:
+            model, task = load(work / name / "checkpoint_last.pt", data)
+            weights, queries, keys, layer = sentence_attention(
+                model, task, "test", 0, "decoder_cross", -1, "mean")
+            panels.append((f"{name}: cross-attention, layer {layer}, mean of the heads",
+                           weights, queries, keys))
+        written.append(plots.attention_maps(panels, out / "attention-maps.png"))
+    return written
 
 
 def main(argv=None):
@@ -139,17 +207,17 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "demo")
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / ".work" / "demo",
                         help="corpus, checkpoints and logs (not committed)")
-    parser.add_argument("--updates", type=int, default=600, help="training updates per model")
+    parser.add_argument("--updates", type=int, default=500, help="training updates per model")
     parser.add_argument("--train-size", type=int, default=20000, help="training sentence pairs")
     parser.add_argument("--eval-size", type=int, default=1000,
                         help="validation and test sentence pairs (each)")
-    parser.add_argument("--attn-fns", default=",".join(DEMO_NORMALIZERS),
-                        help="comma-separated normalisers to compare")
+    parser.add_argument("--rows", default=",".join(ROWS),
+                        help=f"comma-separated models to compare, of {', '.join(ROWS)}")
     args = parser.parse_args(argv)
-    names = [n for n in args.attn_fns.split(",") if n]
-    unknown = [n for n in names if n not in NAMES]
+    names = [n for n in args.rows.split(",") if n]
+    unknown = [n for n in names if n not in ROWS]
     if unknown or not names:
-        parser.error(f"unknown --attn-fns {unknown}; choose from {', '.join(NAMES)}")
+        parser.error(f"unknown --rows {unknown}; choose from {', '.join(ROWS)}")
     if min(args.updates, args.train_size, args.eval_size) < 1:
         parser.error("--updates, --train-size and --eval-size must be positive")
 
@@ -187,7 +255,8 @@ def main(argv=None):
     command = " ".join(["python -m sparse_attn_plugin.demo", *map(shlex.quote, given)])
     settings = (f"{args.updates} updates of the `MODEL_FLAGS` model in "
                 f"`sparse_attn_plugin/demo.py`, {args.train_size} training pairs, beam 5")
-    report = render(rows, settings, command)
+    drawn = figures(rows, args.work_dir, data, args.out)
+    report = render(rows, settings, command, [p.name for p in drawn])
     write_json_atomic(args.out / "demo.json", {"rows": rows, "settings": settings})
     write_text_atomic(args.out / "README.md", report)
     print(report)

@@ -1,9 +1,10 @@
 """PNG figures of the analyses: learned alpha per site (Correia et al. 2019, Figure 2),
-alpha trajectories during training (their Figure 4) and attention maps side by side."""
+alpha trajectories during training (their Figure 4), attention maps side by side, and
+the demo's BLEU and sparsity per model."""
 
 import logging
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from torch import Tensor
 
@@ -86,4 +87,26 @@ def attention_maps(panels: Sequence[Tuple[str, Tensor, List[str], List[str]]],
         ax.set_yticks(range(len(targets)), targets, fontsize=8)
         ax.set_title(title, fontsize=9)
         figure.colorbar(image, ax=ax, fraction=0.04)
+    return _save(figure, path)
+
+
+def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
+                    zero_share: Sequence[Optional[float]], path: Path) -> Path:
+    """Two bar panels per model: BLEU, and the share of exactly-zero attention weights
+    (None: the model has no normaliser to count, shown as n/a)."""
+    plt = _pyplot()
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 0.45 * len(labels) + 1.2),
+                                         sharey=True)
+    positions = range(len(labels))
+    left.barh(positions, bleu, color="tab:blue")
+    left.set_yticks(positions, labels)
+    left.invert_yaxis()
+    left.set_xlabel("BLEU (test)")
+    right.barh(positions, [100 * z if z is not None else 0 for z in zero_share],
+               color="tab:orange")
+    for y, z in zip(positions, zero_share):
+        if z is None:
+            right.text(1, y, "n/a", va="center", fontsize=8)
+    right.set_xlabel("exactly-zero attention weights (%, mean of the sites)")
+    right.set_xlim(0, 100)
     return _save(figure, path)
