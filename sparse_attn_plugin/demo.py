@@ -207,9 +207,9 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "demo")
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / ".work" / "demo",
                         help="corpus, checkpoints and logs (not committed)")
-    parser.add_argument("--updates", type=int, default=500, help="training updates per model")
+    parser.add_argument("--updates", type=int, default=300, help="training updates per model")
     parser.add_argument("--train-size", type=int, default=20000, help="training sentence pairs")
-    parser.add_argument("--eval-size", type=int, default=1000,
+    parser.add_argument("--eval-size", type=int, default=500,
                         help="validation and test sentence pairs (each)")
     parser.add_argument("--rows", default=",".join(ROWS),
                         help=f"comma-separated models to compare, of {', '.join(ROWS)}")
