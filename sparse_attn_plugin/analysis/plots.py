@@ -16,9 +16,9 @@ SITE_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decode
 
 
 def _pyplot():
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq may log at DEBUG
     import matplotlib
 
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq may log at DEBUG
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -77,9 +77,9 @@ def attention_maps(panels: Sequence[Tuple[str, Tensor, List[str], List[str]]],
     """Heat maps side by side: each panel is ``(title, weights (T, S), target tokens,
     source tokens)``; exact zeros are white, so sparsity shows."""
     plt = _pyplot()
-    figure, axes = plt.subplots(1, len(panels), squeeze=False,
-                                figsize=(0.32 * sum(len(p[3]) for p in panels) + 2.5 * len(panels),
-                                         0.32 * max(len(p[2]) for p in panels) + 1.5))
+    width = sum(max(3.5, 0.32 * len(p[3]) + 2.0) for p in panels)
+    figure, axes = plt.subplots(1, len(panels), squeeze=False, layout="constrained",
+                                figsize=(width, 0.32 * max(len(p[2]) for p in panels) + 1.5))
     for ax, (title, weights, targets, sources) in zip(axes[0], panels):
         shown = weights.masked_fill(weights == 0, float("nan")).numpy()
         image = ax.imshow(shown, cmap="Blues", vmin=0, vmax=1, aspect="auto")
