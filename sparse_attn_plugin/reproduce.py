@@ -4,8 +4,10 @@ Trains every model the tables need with ``fairseq-train``, decodes every table r
 with ``fairseq-generate`` (a row may switch the attention at decoding time with
 ``--model-overrides`` or add generation flags such as a coverage penalty), scores each
 row with the config's metrics (BLEU with sacrebleu; METEOR, REP and DROP as
-``sparse-attn-score`` computes them; decoding sentences/s as a ratio to the table's
-first row), and writes each table with the paper's figures beside ours. ``--smoke``
+``sparse-attn-score`` computes them; decoding sentences/s and training words/s as
+ratios to the table's first row; a table with seeds pooled as mean ± sd), optionally
+decoding the average of each training's last checkpoints, and writes the tables with
+the paper's figures beside ours: all in one report, and each in a file of its own. ``--smoke``
 runs the same pipeline on the bundled synthetic corpus with the config's small
 ``smoke`` settings, in minutes on a CPU; its numbers show that the pipeline works, not
 what the paper measured.
