@@ -19,6 +19,7 @@ from typing import Dict, List, Optional
 from .provenance import REPO_ROOT, provenance_header
 from .reproduction.config import (
     DEFAULT_METRICS,
+    ConfigError,
     flag_value,
     load_config,
     resolve_tables,
@@ -144,10 +145,15 @@ def main(argv=None):
     parser.add_argument("--configs", type=Path, default=REPO_ROOT / "configs")
     parser.add_argument("--scripts", type=Path, default=REPO_ROOT / "scripts")
     args = parser.parse_args(argv)
+    if not args.results.is_dir() or not args.configs.is_dir():
+        parser.error(f"--results {args.results} and --configs {args.configs} must be folders")
     command = "python -m sparse_attn_plugin.results_index" + "".join(
         f" {a}" for a in (argv or []))
-    path = write_text_atomic(args.results / "README.md",
-                             render(args.results, args.configs, args.scripts, command))
+    try:
+        text = render(args.results, args.configs, args.scripts, command)
+    except ConfigError as err:
+        parser.error(str(err))
+    path = write_text_atomic(args.results / "README.md", text)
     print(path)
 
 

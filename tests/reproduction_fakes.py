@@ -8,6 +8,7 @@ import torch
 from sparse_attn_plugin import pipeline
 from sparse_attn_plugin.evaluation import GenerateOutput
 from sparse_attn_plugin.reproduction import fertility_data
+from sparse_attn_plugin.reproduction.config import flag_value
 
 
 def fake_train(calls):
@@ -26,15 +27,6 @@ def fake_train(calls):
     return train
 
 
-def _subset(flags) -> str:
-    """The split fairseq-generate would read: the last ``--gen-subset`` (default test)."""
-    subset = "test"
-    for i, flag in enumerate(flags[:-1]):
-        if flag == "--gen-subset":
-            subset = flags[i + 1]
-    return subset
-
-
 def fake_generate(calls):
     """Translations of the requested split that repeat a bigram in every third sentence
     and drop the last word of every other one, so that REP and DROP have something to
@@ -42,7 +34,7 @@ def fake_generate(calls):
     def generate(data, checkpoint, flags, log, env=None):
         calls.append({"data": Path(data), "checkpoint": Path(checkpoint), "flags": list(flags)})
         corpus = fertility_data.Corpus(data, Path(log).parent / "fake")
-        subset = _subset(list(flags))
+        subset = flag_value(list(flags), "--gen-subset", "test")
         srcs, refs = corpus.lines(subset, corpus.src), corpus.lines(subset, corpus.tgt)
         hyps = []
         for i, ref in enumerate(refs):

@@ -16,6 +16,7 @@ from data_prep.synthetic import binarize, write_corpus
 from sparse_attn_plugin import pipeline, reproduce
 from sparse_attn_plugin.provenance import REPO_ROOT
 from sparse_attn_plugin.reproduction import config as reproduction_config
+from sparse_attn_plugin.reproduction.config import flag_value
 
 ZHAO = REPO_ROOT / "configs" / "zhao2019_explicit_sparse.json"
 CORREIA = REPO_ROOT / "configs" / "correia2019_adaptively_sparse.json"
@@ -36,11 +37,6 @@ def average_every_two(config):
     flags = config["smoke"]["train_flags"]
     flags[flags.index("--save-interval-updates") + 1] = "1"
     config["smoke"]["average_last"] = 2
-
-
-def subset(flags):
-    """The split fairseq-generate reads: the last --gen-subset."""
-    return [flags[i + 1] for i, flag in enumerate(flags) if flag == "--gen-subset"][-1]
 
 
 def planned(path, smoke):
@@ -106,7 +102,7 @@ def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
     assert {call["checkpoint"].name for call in generated} == {"checkpoint_avg2.pt"}
     averaged = torch.load(generated[0]["checkpoint"], weights_only=False)["model"]["w"]
     assert averaged.tolist() == [2.5, 2.5]                # updates 2 and 3
-    valid = [call for call in generated if subset(call["flags"]) == "valid"]
+    valid = [call for call in generated if flag_value(call["flags"], "--gen-subset") == "valid"]
     assert len(valid) == 18                               # Figure 3 (15) and Table 5 (3)
     switched = [call for call in generated if "{'topk_train_only': True}" in call["flags"]]
     assert len(switched) == 1

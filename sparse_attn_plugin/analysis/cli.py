@@ -129,7 +129,7 @@ def checkpoints_of(paths: List[Path]) -> List[Path]:
 
 def learned_alphas_of(checkpoint: Path) -> Tuple[int, Dict[Tuple[str, int], List[float]]]:
     """``(updates, {(site, layer): alphas})`` read from a checkpoint's parameters."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
     alphas = {}
     for key, value in state["model"].items():
         module, _, parameter = key.rpartition(".")
@@ -140,7 +140,8 @@ def learned_alphas_of(checkpoint: Path) -> Tuple[int, Dict[Tuple[str, int], List
 
 
 def run_trajectory(args) -> List[Path]:
-    points = sorted(learned_alphas_of(path) for path in checkpoints_of(args.checkpoints))
+    points = sorted((learned_alphas_of(path) for path in checkpoints_of(args.checkpoints)),
+                    key=lambda point: point[0])
     modules = sorted({key for _, alphas in points for key in alphas},
                      key=lambda key: (SITES.index(key[0]), key[1]))
     if not modules:
