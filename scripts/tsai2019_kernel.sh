@@ -2,6 +2,9 @@
 # Tsai et al. (2019), "Transformer Dissection": Tables 1-4 on IWSLT14 De-En (positional
 # embedding integration, kernels, attention sites with positions, value function with or
 # without positions), BLEU beside the paper's and each variant's attention parameters.
+# The direct-sum rows (Tables 1 and 2, Table 4 with value PE) train Vaswani et al.'s model
+# (positions added once to the embeddings); Table 4's direct sum without value PE and the
+# other integrations put positions into the kernel at every attention site.
 #
 #   scripts/tsai2019_kernel.sh --smoke       # synthetic corpus, 17 small models, 2 CPU cores
 #   scripts/tsai2019_kernel.sh               # the paper's setting (GPU); data from

@@ -1,12 +1,16 @@
 """The kernel transformer (Tsai et al. 2019) as a fairseq model: incremental decoding and
-beam search for every PE integration, PE sites, parameter counts, flag errors, and
-fairseq-train -> fairseq-generate for each kernel and each integration."""
+beam search for every PE integration, PE sites, positions added once to the embeddings
+(Vaswani et al.'s direct sum), parameter counts, flag errors, and fairseq-train ->
+fairseq-generate for each kernel and each integration."""
+
+import math
 
 import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 from test_fairseq_cli import run
 
+from sparse_attn_plugin.models.kernel_transformer import INPUT_PE
 from sparse_attn_plugin.modules.kernel_attention import PE_INTEGRATIONS
 from sparse_attn_plugin.normalizers.kernels import KERNELS
 
@@ -49,6 +53,75 @@ def test_beam_search_equals_teacher_forced_rescoring(synthetic_bin, pe, kernel):
         for hypo in beams:
             scores, _ = teacher_forced(model, src[i][real], hypo["tokens"], tgt_dict.eos())
             torch.testing.assert_close(hypo["positional_scores"], scores, atol=1e-4, rtol=1e-4)
+
+
+def input_sinusoid(tokens, pad, dim):
+    """fairseq's sinusoidal positional embedding written out: the unpadded tokens are at
+    positions ``pad + 1, pad + 2, ...``; ``sin(p / 10000^(i / (dim/2 - 1)))`` for
+    ``i < dim/2``, then ``cos`` of the same; pads get zeros."""
+    real = tokens.ne(pad)
+    positions = (real.cumsum(1) + pad).double()
+    rates = torch.exp(-math.log(10000) * torch.arange(dim // 2, dtype=torch.float64)
+                      / (dim // 2 - 1))
+    angles = positions[..., None] * rates
+    return (torch.cat([angles.sin(), angles.cos()], -1) * real[..., None]).float()
+
+
+def test_input_pe_adds_the_sinusoid_once_to_the_embeddings(synthetic_bin):
+    """Vaswani et al.'s direct sum: each stack's first layer gets ``sqrt(C) E[w] + t``
+    and no attention site adds positions of its own."""
+    task, model = kernel_model(synthetic_bin, "--pe-integration", INPUT_PE, "--kernel", "rbf")
+    peaked(model)
+    inp = batch(task)["net_input"]
+    seen = {}
+
+    def first_input(name):
+        def hook(module, args):
+            seen[name] = args[0].transpose(0, 1)                  # (B, T, C)
+        return hook
+
+    for name in ("encoder", "decoder"):
+        getattr(model, name).layers[0].register_forward_pre_hook(first_input(name))
+    with torch.no_grad():
+        model(**inp)
+    for name, tokens in (("encoder", inp["src_tokens"]), ("decoder", inp["prev_output_tokens"])):
+        embed = getattr(model, name).embed_tokens
+        real = tokens.ne(embed.padding_idx)
+        expected = math.sqrt(16) * embed(tokens) + input_sinusoid(tokens, embed.padding_idx, 16)
+        torch.testing.assert_close(seen[name][real], expected[real], atol=1e-5, rtol=1e-5)
+    attentions = [m for name, m in model.named_modules() if name.endswith("attn")]
+    assert len(attentions) == 6
+    assert all(m.pe_integration == "none" and not m.value_pe for m in attentions)
+
+
+def test_input_pe_with_the_exponential_kernel_is_fairseqs_transformer(synthetic_bin):
+    task, model = kernel_model(synthetic_bin, "--pe-integration", INPUT_PE)
+    _, reference = build(synthetic_bin, "transformer", ["--dropout", "0"])
+    reference.load_state_dict(peaked(model).state_dict())
+    inp = batch(task)["net_input"]
+    with torch.no_grad():
+        ours, theirs = model(**inp)[0], reference.eval()(**inp)[0]
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_input_pe_decodes_incrementally_as_the_full_forward_pass(synthetic_bin):
+    task, model = kernel_model(synthetic_bin, "--pe-integration", INPUT_PE, "--kernel",
+                               "polynomial")
+    peaked(model)
+    sample = batch(task)
+    with torch.no_grad():
+        full, extra = model(**sample["net_input"])
+        incremental, attn = decode_incrementally(model, sample)
+    real = sample["target"].ne(task.target_dictionary.pad())
+    torch.testing.assert_close(incremental[real], full[real], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(attn[real], extra["attn"][0][real], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("flags", [["--no-value-pe"], ["--pe-sites", "none"],
+                                   ["--no-token-positional-embeddings"]])
+def test_input_pe_refuses_per_site_flags_in_one_line(synthetic_bin, flags):
+    with pytest.raises(SystemExit, match=f"^error: --pe-integration {INPUT_PE} "):
+        kernel_model(synthetic_bin, "--pe-integration", INPUT_PE, *flags)
 
 
 def encoder_states(model, tokens):
@@ -103,7 +176,8 @@ def test_bad_pe_sites_give_one_line(synthetic_bin, tmp_path):
 
 VARIANTS = [["--kernel", kind] for kind in KERNELS] + \
     [["--pe-integration", pe, "--no-value-pe"] for pe in INTEGRATIONS if pe != "direct_sum"] + \
-    [["--kernel-symmetric", "--kernel", "rbf"], ["--pe-sites", "none"]]
+    [["--kernel-symmetric", "--kernel", "rbf"], ["--pe-sites", "none"],
+     ["--pe-integration", INPUT_PE]]
 
 
 @pytest.mark.parametrize("flags", VARIANTS, ids=[" ".join(v) for v in VARIANTS])

@@ -415,6 +415,26 @@ def test_kernel_config_reports_diverged_models_and_attention_parameters(
     assert "attention parameters (ours)" in report
 
 
+def test_kernel_config_trains_vaswanis_model_for_the_direct_sum_rows():
+    """Table 1's direct sum, every kernel of Table 2 and Table 4's direct sum with value
+    PE (33.98 each) add positions once, to the embeddings; Table 4's direct sum without
+    value PE adds them at every site; no other row is a direct sum."""
+    config = reproduction_config.load_config(TSAI)
+    plan = {}
+    for table, rows in reproduction_config.resolve_tables(config, False):
+        for row in rows:
+            flags = [*config["train_flags"], *config["models"][row["model"]]]
+            plan[table["title"].split(":")[0], row["row"]] = (
+                reproduction_config.flag_value(flags, "--pe-integration", "direct_sum"),
+                "--no-value-pe" in flags)
+    direct = {mode: [key for key, (pe, _) in plan.items() if pe == mode]
+              for mode in ("direct_sum_input", "direct_sum")}
+    assert direct["direct_sum_input"] == [("Table 1", 0), *(("Table 2", i) for i in range(8)),
+                                          ("Table 4", 0)]
+    assert direct["direct_sum"] == [("Table 4", 1)] and plan["Table 4", 1][1]
+    assert {plan["Table 2", i][1] for i in range(8)} == {False}
+
+
 def test_a_model_that_may_not_diverge_still_stops_the_run(tmp_path, monkeypatch, synthetic_bin):
     def failing(*args, **kwargs):
         raise RuntimeError("fairseq-train failed: out of memory")

@@ -9,6 +9,15 @@ See :mod:`sparse_attn_plugin.modules.kernel_attention` for the kernels and integ
 Token embeddings carry no positional embedding: positions enter each attention site
 listed by ``--pe-sites`` (all three by default; ``none`` gives the model no positional
 information at all, the paper's Table 3 ablation).
+
+The exception is ``--pe-integration direct_sum_input``, the paper's direct sum as
+Vaswani et al. (and fairseq's ``transformer``) build it, the model of Tsai et al.'s
+direct-sum rows (Tables 1 and 2, Table 4's "with value PE"; 33.98 BLEU): the sinusoid
+is added once, to the scaled token embeddings (``sqrt(C) E[w] + t``, fairseq's
+sinusoidal positional embedding), and every attention site is the plain kernel
+``kern(x_q, x_k)`` on its layer's input ``x``, values ``x W_v``. Positions reach the
+kernels of later layers through the residual stream alone, so neither ``--pe-sites``
+nor ``--no-value-pe`` applies. With the exponential kernel this is fairseq's transformer.
 """
 
 import argparse
@@ -24,6 +33,10 @@ from ..modules.kernel_transformer_layers import (
 )
 from ..normalizers.kernels import KERNELS
 
+#: Positions added once to the token embeddings instead of inside the kernels.
+INPUT_PE = "direct_sum_input"
+#: ``--pe-integration`` choices: the per-site integrations and :data:`INPUT_PE`.
+MODEL_PE_INTEGRATIONS = (*PE_INTEGRATIONS[:-1], INPUT_PE)
 DEFAULTS = {"kernel": "exponential", "kernel_symmetric": False, "pe_integration": "direct_sum",
             "value_pe": True, "pe_sites": ",".join(SITES), "max_relative_position": 16}
 
@@ -40,6 +53,21 @@ def parse_pe_sites(text: str):
     return sites
 
 
+def position_sites(args):
+    """The sites whose kernels integrate positions: ``--pe-sites``, or none for
+    :data:`INPUT_PE` (which takes neither ``--pe-sites`` nor ``--no-value-pe``)."""
+    if args.pe_integration != INPUT_PE:
+        return parse_pe_sites(args.pe_sites)
+    if set(parse_pe_sites(args.pe_sites)) != set(SITES) or not args.value_pe:
+        raise ValueError(f"--pe-integration {INPUT_PE} adds positions once, to the token "
+                         "embeddings: every layer's queries, keys and values carry them, so "
+                         "--pe-sites and --no-value-pe do not apply")
+    if getattr(args, "no_token_positional_embeddings", False):
+        raise ValueError(f"--pe-integration {INPUT_PE} needs the token positional "
+                         "embeddings that --no-token-positional-embeddings turns off")
+    return ()
+
+
 @register_model("kernel_transformer")
 class KernelTransformerModel(TransformerModel):
     """Transformer whose attention is a kernel smoother (``--kernel``) with positional
@@ -52,8 +80,10 @@ class KernelTransformerModel(TransformerModel):
                             help="k(q, k) of the smoother (default exponential)")
         parser.add_argument("--kernel-symmetric", action="store_true", default=None,
                             help="tie the key projection to the query projection")
-        parser.add_argument("--pe-integration", choices=PE_INTEGRATIONS[:-1],
-                            help="how positions enter the kernel (default direct_sum)")
+        parser.add_argument("--pe-integration", choices=MODEL_PE_INTEGRATIONS,
+                            help="how positions enter the kernel at every site (default "
+                                 f"direct_sum), or {INPUT_PE}: added once to the token "
+                                 "embeddings, as in Vaswani et al.'s transformer")
         parser.add_argument("--value-pe", action=argparse.BooleanOptionalAction, default=None,
                             help="values from token + position embeddings (default) or "
                                  "from tokens only (--no-value-pe)")
@@ -67,13 +97,14 @@ class KernelTransformerModel(TransformerModel):
     def build_model(cls, args, task):
         set_kernel_defaults(args)
         try:
-            args.kernel_pe_sites = parse_pe_sites(args.pe_sites)
+            args.kernel_pe_sites = position_sites(args)
             if args.max_relative_position < 1:
                 raise ValueError(f"--max-relative-position must be >= 1, got "
                                  f"{args.max_relative_position}")
         except ValueError as err:
             raise SystemExit(f"error: {err}") from None
-        args.no_token_positional_embeddings = True  # positions live in the kernels
+        # positions live in the kernels, or (INPUT_PE) in the embeddings alone
+        args.no_token_positional_embeddings = args.pe_integration != INPUT_PE
         return super().build_model(args, task)
 
     @classmethod

@@ -10,8 +10,10 @@ kernels::
 with ``k(q, k)`` by PE integration (``kern`` is the chosen ``--kernel`` on
 ``x = . W_q`` and ``. W_k``, ``W_k = W_q`` when symmetric):
 
-* ``direct_sum``   ``kern(f_q + t_q, f_k + t_k)``  (Vaswani et al.: with the exponential
-  kernel and value PE this is scaled dot-product attention on ``f + t``);
+* ``direct_sum``   ``kern(f_q + t_q, f_k + t_k)`` at this site (with the exponential
+  kernel and value PE, scaled dot-product attention on ``f + t``; Vaswani et al. add
+  ``t`` once, to the embeddings, and use ``none`` at every site: the model's
+  ``direct_sum_input``);
 * ``lookup``       ``kern(f_q, f_k) exp(<x_q, a_{clip(t_q - t_k)}>)`` (Shaw et al.);
 * ``product_xl``   ``kern(f_q, f_k) exp(<x_q W_R, r(t_q - t_k)>)`` (Transformer-XL);
 * ``product_sym``  ``kern(f_q, f_k) exp(<t_q W_T, t_k W_T> / sqrt(d))`` with a symmetric
