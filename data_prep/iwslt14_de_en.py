@@ -54,7 +54,8 @@ def _sides(pairs):
 RECIPE = Recipe(
     name="iwslt14_de_en", title="IWSLT14 German-English", src="de", tgt="en",
     sources=(Source("http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz", ARCHIVE),),
-    read=read, parts=("train", "test"), merges=10000, lowercase=True, clean=(1, 175, 1.5),
+    read=read, parts=("train", "test"), merges=10000, lowercase=True, remove_non_printing=False,
+    clean=(1, 175, 1.5),
     split=split, expected={"train": 160239, "valid": 7283, "test": 6750})
 
 if __name__ == "__main__":

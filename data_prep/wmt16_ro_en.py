@@ -49,8 +49,8 @@ RECIPE = Recipe(
              Source(WMT16 + DEV, DEV),
              # sacrebleu's record of the test set
              Source(WMT16 + TEST, TEST, checksum="md5:3d809cd0c2c86adb2c67034d15c4e446")),
-    read=read, merges=32000, normalize_punctuation=True, aggressive_dashes=True,
-    clean=(1, 80, 9.0),
+    read=read, merges=32000, normalize_punctuation=True, remove_non_printing=False,
+    aggressive_dashes=True, clean=(1, 80, 9.0),
     preprocess={"ro": romanian}, expected={"valid": 1999, "test": 1999})
 
 if __name__ == "__main__":
