@@ -1,7 +1,8 @@
 """WMT16 Romanian-English (Sennrich et al. 2016's preprocessing): Europarl v8 and SETimes2
 for training, newsdev2016 for validation, newstest2016 for testing. The Romanian side is
 normalised (cedilla letters to their comma-below forms) and its diacritics removed; both
-sides get Moses punctuation normalisation and tokenisation with hyphens split (``-a``);
+sides get Moses punctuation normalisation before that and tokenisation with hyphens split
+(``-a``) after it, in the order of Sennrich's ``preprocess.sh``;
 training pairs are cleaned to 1-80 tokens with Moses's default ratio 9, as Sennrich's
 ``wmt16-scripts`` do (they also truecase, which the papers here do not mention and this
 recipe does not do). Joint BPE, 32k merges as in Malaviya et al. (2018).
