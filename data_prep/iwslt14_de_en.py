@@ -12,7 +12,7 @@ BPE: 10k merges in fairseq's recipe, 14k in Zhao et al. (2019), 32k in Malaviya 
 """
 
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List, Tuple
 
 from .archive import extract
 from .download import Source
@@ -30,13 +30,18 @@ VALID_EVERY = 23
 
 def read(archives: Dict[str, Path], folder: Path) -> Parts:
     wanted = {f"de-en/train.tags.de-en.{lang}": folder / f"train.{lang}" for lang in ("de", "en")}
-    wanted.update({f"de-en/{name}.de-en.{lang}.xml": folder / f"{name}.{lang}"
+    wanted.update({f"de-en/{name}.de-en.{lang}.xml": folder / f"{name}.de-en.{lang}.xml"
                    for name in TEST_SETS for lang in ("de", "en")})
     extract(archives[ARCHIVE], wanted)
     train = tuple(iwslt_train_text(read_lines(folder / f"train.{lang}")) for lang in ("de", "en"))
-    test = tuple([line for name in TEST_SETS for line in segments(
-        read_lines(folder / f"{name}.{lang}"))] for lang in ("de", "en"))
-    return {"train": train, "test": test}
+    return {"train": train, "test": read_test(folder)}
+
+
+def read_test(folder: Path) -> Tuple[List[str], List[str]]:
+    """The test set: the ``<seg>`` texts of the release's XML files
+    (``IWSLT14.TED.dev2010.de-en.de.xml``, ...) in ``folder``, in :data:`TEST_SETS` order."""
+    return tuple([line for name in TEST_SETS for line in segments(
+        read_lines(Path(folder) / f"{name}.de-en.{lang}.xml"))] for lang in ("de", "en"))
 
 
 def split(parts: Parts) -> Parts:
@@ -54,7 +59,8 @@ def _sides(pairs):
 RECIPE = Recipe(
     name="iwslt14_de_en", title="IWSLT14 German-English", src="de", tgt="en",
     sources=(Source("http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz", ARCHIVE),),
-    read=read, parts=("train", "test"), merges=10000, lowercase=True, clean=(1, 175, 1.5),
+    read=read, parts=("train", "test"), merges=10000, lowercase=True, remove_non_printing=False,
+    clean=(1, 175, 1.5),
     split=split, expected={"train": 160239, "valid": 7283, "test": 6750})
 
 if __name__ == "__main__":

@@ -80,6 +80,9 @@ class Recipe:
         tokenize: Moses-tokenise (False for corpora published tokenised).
         lowercase: lowercase every split.
         normalize_punctuation: Moses punctuation normalisation before tokenising.
+        remove_non_printing: Moses ``remove-non-printing-char.perl`` (after the
+            punctuation normalisation); off where the published recipe leaves the
+            characters to the tokeniser (IWSLT14's keeps U+200C as a token).
         aggressive_dashes: split hyphens inside words (``tokenizer.perl -a``: ``@-@``).
         clean: ``(min_len, max_len, ratio)`` for the training part, or None.
         preprocess: ``{lang: fn(lines) -> lines}`` applied before tokenising.
@@ -101,6 +104,7 @@ class Recipe:
     tokenize: bool = True
     lowercase: bool = False
     normalize_punctuation: bool = False
+    remove_non_printing: bool = True
     aggressive_dashes: bool = False
     clean: Optional[Tuple[int, int, float]] = (1, 175, 1.5)
     preprocess: Dict[str, Callable[[List[str]], List[str]]] = field(default_factory=dict)
@@ -137,13 +141,18 @@ def read_parts(folder: Path, names: Sequence[str], recipe: Recipe) -> Parts:
 
 # -- the stages ---------------------------------------------------------------------------------
 def normalise(recipe: Recipe, lines: List[str], lang: str, workers: int = 1) -> List[str]:
-    """The corpus's own transforms, Moses tokenisation and lowercasing of one side."""
-    lines = text.remove_non_printing(lines)
+    """One side through the published pipeline, in its order: Moses punctuation
+    normalisation, non-printing characters removed, the corpus's own transforms, Moses
+    tokenisation, lowercasing (each as the Perl scripts do it, :mod:`data_prep.text`)."""
+    if recipe.normalize_punctuation:
+        lines = text.normalize_punctuation(lines, lang, workers=workers)
+    if recipe.remove_non_printing:
+        lines = text.remove_non_printing(lines)
     if lang in recipe.preprocess:
         lines = recipe.preprocess[lang](lines)
     if recipe.tokenize:
-        lines = text.moses_tokenize(lines, lang, recipe.normalize_punctuation,
-                                    recipe.aggressive_dashes, workers)
+        lines = text.moses_tokenize(lines, lang, aggressive_dashes=recipe.aggressive_dashes,
+                                    workers=workers)
     return text.lowercase(lines) if recipe.lowercase else lines
 
 

@@ -1,8 +1,16 @@
 """Text clean-up the corpus recipes share: markup stripping, Romanian normalisation,
-Moses tokenisation (sacremoses), lowercasing and length/ratio cleaning.
+Moses punctuation normalisation and tokenisation, lowercasing and length/ratio cleaning.
 
 Each function works on lists of lines (no newlines), so a recipe chains them in memory
 and writes each stage once, atomically (:mod:`data_prep.steps`).
+
+The Moses steps give the output of Moses' Perl scripts byte for byte
+(``normalize-punctuation.perl``, ``remove-non-printing-char.perl``, ``tokenizer.perl``,
+``lowercase.perl``), without Perl: they are sacremoses 0.2.0 with the few rules where it
+differs from the scripts put right (:class:`PerlMosesTokenizer`,
+:func:`punctuation_normalizer`, :func:`lowercase`). Two versions of the scripts are
+reproduced (:data:`MOSES_VERSIONS`): today's, which the published recipes get when they
+clone Moses, and the December 2017 snapshot Multi30k's tokenised files were made with.
 """
 
 import re
@@ -51,40 +59,135 @@ def romanian(lines: Sequence[str]) -> List[str]:
 
 
 def remove_non_printing(lines: Sequence[str]) -> List[str]:
-    """Control and format characters (other than tab) replaced by a space."""
-    def clean(line):
-        return "".join(" " if unicodedata.category(c) in ("Cc", "Cf") and c != "\t" else c
-                       for c in line)
-    return [clean(line) for line in lines]
+    """Moses ``remove-non-printing-char.perl``: every character of Unicode category C
+    (control, format, private use, surrogate, unassigned; tab included) replaced by a
+    space."""
+    return ["".join(" " if unicodedata.category(c)[0] == "C" else c for c in line)
+            for line in lines]
+
+
+#: The versions of Moses' scripts the normaliser and tokeniser reproduce: ``"2019"`` is
+#: every commit since f6d7adde (2019-11-25) up to today's master, what fairseq's and
+#: Sennrich's preparation scripts get when they clone Moses; ``"2017"`` is commit 3a0631a
+#: (2017-12-12), the snapshot Multi30k's ``tok`` files were made with. They differ in
+#: three rules: a line's last period (split off unconditionally since 9fc964d,
+#: 2018-11-07), ``Rs`` as an English non-breaking prefix (since 4da86c3, 2019-11-05) and
+#: ``‘ ‚`` normalised to ``'`` (``"`` before f6d7adde).
+MOSES_VERSIONS = ("2019", "2017")
+
+
+def _check_version(moses: str) -> None:
+    if moses not in MOSES_VERSIONS:
+        raise ValueError(f"unknown Moses version {moses!r}; choose from "
+                         f"{', '.join(MOSES_VERSIONS)}")
+
+
+def punctuation_normalizer(lang: str, moses: str = "2019") -> Callable[[str], str]:
+    r"""Moses ``normalize-punctuation.perl -l LANG`` of one line: sacremoses'
+    ``MosesPunctNormalizer`` with ``perl_parity=True`` (without it a lone ``’`` became
+    ``'``, not the script's ``"``: 1 German Multi30k training line) and with what still
+    differs from the script put right:
+
+    * the German-style quote rules (``,"`` -> ``",`` and ``."x`` -> ``".x``) apply to
+      every language but en, cs and cz, as in the script (sacremoses: de, es, fr only;
+      so Romanian missed them);
+    * the script reads each line with its newline, so ``(\.+)"(\s*[^<])`` also matches
+      a period before a line's closing quote: ``... tea ."`` becomes ``... tea ".``
+      (6 of the 29,000 German Multi30k training lines, 1 of the 1,014 validation lines).
+      The line is normalised with its newline here too;
+    * the script works on bytes, so ``\s`` and ``\d`` are ASCII;
+    * in the 2017 version ``‘`` and ``‚`` become ``"``.
+    """
+    from sacremoses import MosesPunctNormalizer
+
+    _check_version(moses)
+    normalizer = MosesPunctNormalizer(lang=lang, perl_parity=True)
+    rules = list(normalizer.substitutions)
+    if lang not in ("en", "cs", "cz", "de", "es", "fr"):  # sacremoses left them out
+        rules[-1:-1] = normalizer.DE_ES_FR_QUOTATION_FOLLOWED_BY_COMMA  # before numbers
+    if moses == "2017":
+        rules = [(p, '"') if p in ("‘", "‚") else (p, r) for p, r in rules]
+    normalizer.substitutions = [("(?a)" + p, r) for p, r in rules]
+
+    def normalize(line: str) -> str:
+        return normalizer.normalize(line + "\n")  # which strips the newline again
+    return normalize
+
+
+def normalize_punctuation(lines: Sequence[str], lang: str, moses: str = "2019",
+                          workers: int = 1) -> List[str]:
+    """:func:`punctuation_normalizer` over ``lines`` (``workers`` processes, progress bar)."""
+    return map_lines(punctuation_normalizer, (lang, moses), lines, workers,
+                     f"normalise {lang}")
+
+
+class PerlMosesTokenizer:
+    r"""Moses ``tokenizer.perl -l LANG [-a]`` of one line (escaping ``& | < > ' " [ ]``
+    as the script does): sacremoses' ``MosesTokenizer`` with what differs from the
+    script put right:
+
+    * since Moses 9fc964d (2018-11-07) the script splits the period off the line's last
+      token unconditionally ("unlikely to be a non-breaking prefix": ``in the u.s.a.``
+      -> ``in the u.s.a .``); sacremoses 0.2.0 still keeps it on a token with an inner
+      period or a non-breaking prefix (31 of the 13,500 lines of fairseq's IWSLT14 test
+      set). Not in the 2017 version;
+    * the 2017 version has no English non-breaking prefix ``Rs``;
+    * the script removes the ASCII controls ``\x1c``-``\x1f``; Python's ``\s`` counts
+      them as whitespace, so sacremoses made them spaces.
+    """
+
+    def __init__(self, lang: str, aggressive_dashes: bool = False, moses: str = "2019"):
+        from sacremoses import MosesTokenizer
+
+        _check_version(moses)
+        self.aggressive_dashes = aggressive_dashes
+        self.tokenizer = MosesTokenizer(lang=lang)
+        self._keep_or_split = self.tokenizer.handles_nonbreaking_prefixes
+        if moses == "2017":
+            self.tokenizer.NONBREAKING_PREFIXES = [
+                p for p in self.tokenizer.NONBREAKING_PREFIXES if p != "Rs" or lang != "en"]
+        else:
+            self.tokenizer.handles_nonbreaking_prefixes = self._split_final_period
+
+    def _split_final_period(self, text: str) -> str:
+        return _FINAL_PERIOD.sub(r"\1 .", self._keep_or_split(text))
+
+    def __call__(self, line: str) -> str:
+        return self.tokenizer.tokenize(_PERL_JUNK.sub("", line), return_str=True,
+                                       aggressive_dash_splits=self.aggressive_dashes)
+
+
+#: A line's last token ending in a period (not the period alone).
+_FINAL_PERIOD = re.compile(r"(\S)\.$")
+#: ASCII controls that Perl's ``\s`` leaves to tokenizer.perl's junk removal.
+_PERL_JUNK = re.compile("[\x1c-\x1f]")
 
 
 def moses_tokenizer(lang: str, normalize_punctuation: bool = False,
-                    aggressive_dashes: bool = False) -> Callable[[str], str]:
-    """Moses tokenisation of one line with sacremoses (``tokenizer.perl -l LANG``,
-    escaping ``& < > ' " [ ] |`` as the Perl script does; ``-a`` with
-    ``aggressive_dashes``), optionally after ``normalize-punctuation.perl``."""
-    from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
-    tokenizer = MosesTokenizer(lang=lang)
-    normalizer = MosesPunctNormalizer(lang=lang) if normalize_punctuation else None
-
-    def tokenize(line: str) -> str:
-        if normalizer is not None:
-            line = normalizer.normalize(line)
-        return tokenizer.tokenize(line, aggressive_dash_splits=aggressive_dashes,
-                                  return_str=True)
-    return tokenize
+                    aggressive_dashes: bool = False, moses: str = "2019"
+                    ) -> Callable[[str], str]:
+    """:class:`PerlMosesTokenizer` of one line (``tokenizer.perl -l LANG``; ``-a`` with
+    ``aggressive_dashes``), after :func:`punctuation_normalizer` with
+    ``normalize_punctuation``."""
+    tokenize = PerlMosesTokenizer(lang, aggressive_dashes, moses)
+    if not normalize_punctuation:
+        return tokenize
+    normalize = punctuation_normalizer(lang, moses)
+    return lambda line: tokenize(normalize(line))
 
 
 def moses_tokenize(lines: Sequence[str], lang: str, normalize_punctuation: bool = False,
-                   aggressive_dashes: bool = False, workers: int = 1) -> List[str]:
+                   aggressive_dashes: bool = False, workers: int = 1,
+                   moses: str = "2019") -> List[str]:
     """:func:`moses_tokenizer` over ``lines`` (``workers`` processes, progress bar)."""
-    return map_lines(moses_tokenizer, (lang, normalize_punctuation, aggressive_dashes), lines,
-                     workers, f"tokenise {lang}")
+    return map_lines(moses_tokenizer, (lang, normalize_punctuation, aggressive_dashes, moses),
+                     lines, workers, f"tokenise {lang}")
 
 
 def lowercase(lines: Sequence[str]) -> List[str]:
-    return [line.lower() for line in lines]
+    """Moses ``lowercase.perl`` (Perl's ``lc``): Python's ``str.lower`` but without its
+    final-sigma rule (``lc`` makes every ``Σ`` a ``σ``)."""
+    return [line.replace("\u03a3", "\u03c3").lower() for line in lines]
 
 
 def clean_pairs(src: Sequence[str], tgt: Sequence[str], min_len: int = 1, max_len: int = 175,

@@ -1,7 +1,8 @@
 """WMT16 Romanian-English (Sennrich et al. 2016's preprocessing): Europarl v8 and SETimes2
 for training, newsdev2016 for validation, newstest2016 for testing. The Romanian side is
 normalised (cedilla letters to their comma-below forms) and its diacritics removed; both
-sides get Moses punctuation normalisation and tokenisation with hyphens split (``-a``);
+sides get Moses punctuation normalisation before that and tokenisation with hyphens split
+(``-a``) after it, in the order of Sennrich's ``preprocess.sh``;
 training pairs are cleaned to 1-80 tokens with Moses's default ratio 9, as Sennrich's
 ``wmt16-scripts`` do (they also truecase, which the papers here do not mention and this
 recipe does not do). Joint BPE, 32k merges as in Malaviya et al. (2018).
@@ -49,8 +50,8 @@ RECIPE = Recipe(
              Source(WMT16 + DEV, DEV),
              # sacrebleu's record of the test set
              Source(WMT16 + TEST, TEST, checksum="md5:3d809cd0c2c86adb2c67034d15c4e446")),
-    read=read, merges=32000, normalize_punctuation=True, aggressive_dashes=True,
-    clean=(1, 80, 9.0),
+    read=read, merges=32000, normalize_punctuation=True, remove_non_printing=False,
+    aggressive_dashes=True, clean=(1, 80, 9.0),
     preprocess={"ro": romanian}, expected={"valid": 1999, "test": 1999})
 
 if __name__ == "__main__":
