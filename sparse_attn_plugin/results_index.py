@@ -31,6 +31,8 @@ from .results_io import markdown_table, write_text_atomic
 _HEADER_LINE = re.compile(r"^- (command|commit|machine|date): (.*)$")
 SHOWN = {"BLEU": "BLEU", "METEOR": "METEOR", "REP": "REP", "DROP": "DROP",
          "speed": "decoding ×", "train_speed": "training ×"}
+#: A table whose rows the run did not make: the config changed after the run.
+STALE = "not in this run: the config changed after it (run the script again)"
 
 
 def provenance_of(report: Path) -> Dict[str, str]:
@@ -50,6 +52,11 @@ def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
     lines = []
     metrics = [m for m in record.get("metrics", DEFAULT_METRICS) if m in SHOWN]
     for table, rows in resolve_tables(config, smoke):
+        if not all(row["key"] in record["decoded"] and row["train"] in record["trained"]
+                   for row in rows):
+            lines.extend([table["title"], row["label"], STALE, "-"]
+                         for row in dict((r["row"], r) for r in rows).values())
+            continue
         compared = row_comparisons(rows, record["decoded"], record["trained"], metrics)
         for group, cells in compared:
             shown = [m for m in metrics if m == "BLEU" or cells[m][1] != "-"]
