@@ -69,6 +69,15 @@ def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
     assert reproduction_config.averaging_problem(config, False) is None
 
 
+def test_explicit_sparse_scores_en_vi_case_insensitively():
+    """Zhao et al., appendix A.2: IWSLT15 En-Vi BLEU is uncased (Table 1 and Table 5)."""
+    config = reproduction_config.load_config(ZHAO)
+    en_vi = [table["title"].split(":")[0] for table, _ in
+             reproduction_config.resolve_tables(config, False) if table.get("corpus") == "en-vi"]
+    assert en_vi == ["Table 1", "Table 5"]
+    assert reproduction_config.run_settings(config, False, "en-vi")["bleu"]["lowercase"] is True
+
+
 def test_adaptively_sparse_plans_three_normalisers_on_four_corpora():
     config, smoke = planned(CORREIA, True)
     _, full = planned(CORREIA, False)
@@ -166,7 +175,7 @@ def test_full_run_uses_each_corpus_settings(tmp_path, monkeypatch, synthetic_bin
     report = (out / "README.md").read_text()
     assert "en-de: `-l de -norm -m exact stem" in report and "en-vi: `-l other" in report
     assert re.search(r"en-de: `[^`]*\|compounds:split`", report)     # WMT14's BLEU convention
-    assert re.search(r"en-vi: `[^`]*\|tok:intl\|", report)
+    assert re.search(r"en-vi: `[^`]*\|case:lc\|[^`]*\|tok:intl\|", report)
     assert (out / "table-1-bleu-wmt14-en-de.md").is_file()
 
 
