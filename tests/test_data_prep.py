@@ -285,7 +285,8 @@ def test_wmt14_joins_three_corpora_and_reads_the_sgm_test_set(tmp_path):
     assert len(steps.read_lines(tok / "test.de")) == 7
 
 
-REAL_WMT14 = Path(__file__).resolve().parents[1].parent / "shared" / "realdata" / "wmt14_en-de" / "text"
+REAL_WMT14 = (Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+              / "wmt14_en-de" / "text")
 
 
 @pytest.mark.skipif(not REAL_WMT14.is_dir(), reason=f"needs the real newstest files in "
