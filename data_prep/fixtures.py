@@ -147,7 +147,7 @@ def wmt14_archives(folder: Path) -> dict:
     """The five WMT14 En-De archives, each in its published layout."""
     parts = {name: sentence_pairs(n, seed, "en", "de") for name, n, seed in (
         ("europarl", 20, 30), ("commoncrawl", 15, 31), ("nc", 10, 32), ("dev", 6, 33),
-        ("test", 7, 34))}
+        ("test", 7, 34), ("dev2012", 5, 35))}
     parts["commoncrawl"].append(("A well-known house.", "Ein weithin-bekanntes Haus."))
     plain = {"europarl": "training/europarl-v7.de-en", "commoncrawl": "commoncrawl.de-en",
              "nc": "training/news-commentary-v9.de-en"}
@@ -159,7 +159,8 @@ def wmt14_archives(folder: Path) -> dict:
                  for k, lang in enumerate(("en", "de"))}
         files[f"{prefix}.fr"] = "ignored\n" * len(parts[name])
         tar_gz(folder / archives[name], files)
-    dev = {f"dev/newstest2013.{lang}": "".join(p[k] + "\n" for p in parts["dev"])
+    dev = {f"dev/{name}.{lang}": "".join(p[k] + "\n" for p in parts[part])
+           for name, part in (("newstest2013", "dev"), ("newstest2012", "dev2012"))
            for k, lang in enumerate(("en", "de"))}
     dev["dev/newstest2013-src.en.sgm"] = sgm([p[0] for p in parts["dev"]], "newstest2013",
                                              "en", "src")

@@ -11,8 +11,9 @@ skipped when its outputs exist (:mod:`data_prep.steps`):
    lowercasing; the training part cleaned by length and ratio; then the train, valid
    and test splits (:attr:`Recipe.split`);
 4. ``subword/``: a joint segmentation learnt on the training split (BPE with
-   subword-nmt, or sentencepiece) applied to every split; ``<SINK>`` appended to each
-   source sentence with ``--sink``; with ``--fertility``, a word aligner
+   subword-nmt, or sentencepiece) applied to every split; with ``--max-train-subwords N``
+   the training pairs with more than N subwords on either side dropped; ``<SINK>``
+   appended to each source sentence with ``--sink``; with ``--fertility``, a word aligner
    (``sparse-attn-align``, with its own sink) trained on the training split writes
    per-token fertilities for train and valid and the GUIDED table;
 5. ``DEST/NAME``: ``fairseq-preprocess`` (one dictionary per language or one joined
@@ -62,6 +63,19 @@ Parts = Dict[str, Tuple[List[str], List[str]]]
 
 
 @dataclass(frozen=True)
+class Option:
+    """A choice particular to one corpus: the flag ``--NAME`` (underscores as dashes),
+    passed to its :attr:`Recipe.read` as the keyword argument ``NAME``. The first of
+    ``choices`` is the default; ``expected`` gives a choice's own sentence counts (over
+    :attr:`Recipe.expected`)."""
+
+    name: str
+    choices: Tuple[str, ...]
+    help: str
+    expected: Dict[str, Dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Recipe:
     """What is particular to one corpus.
 
@@ -70,8 +84,9 @@ class Recipe:
         title: the corpus, for messages.
         src, tgt: language codes (file suffixes, sacremoses languages).
         sources: the archives to fetch.
-        read: ``read(archives, folder) -> parts``: the text of each of :attr:`parts`
-            from the fetched archives (``{filename: path}``), extracting into ``folder``.
+        read: ``read(archives, folder, **options) -> parts``: the text of each of
+            :attr:`parts` from the fetched archives (``{filename: path}``), extracting
+            into ``folder``, with the value chosen for each of :attr:`options`.
         parts: the names ``read`` returns, in order.
         merges: default number of BPE merges (or sentencepiece vocabulary size).
         subwords: default scheme of :data:`subwords.SCHEMES`.
@@ -89,6 +104,7 @@ class Recipe:
         split: ``split(parts) -> {train, valid, test}`` after cleaning; None when the
             parts are the splits.
         expected: sentence pairs per split of the published recipe.
+        options: the corpus's own command-line choices.
     """
 
     name: str
@@ -110,6 +126,7 @@ class Recipe:
     preprocess: Dict[str, Callable[[List[str]], List[str]]] = field(default_factory=dict)
     split: Optional[Callable[[Parts], Parts]] = None
     expected: Dict[str, int] = field(default_factory=dict)
+    options: Tuple[Option, ...] = ()
 
 
 # -- text files of a stage ----------------------------------------------------------------------
@@ -169,12 +186,18 @@ def tokenised_splits(recipe: Recipe, raw: Path, workers: int = 1) -> Parts:
 
 
 def segmented_splits(recipe: Recipe, tok: Path, model: Path, scheme: str, sink: bool,
-                     workers: int = 1) -> Parts:
-    """Stage 4: every split in subwords, ``<SINK>`` appended to sources with ``sink``."""
+                     workers: int = 1, max_train_subwords: Optional[int] = None) -> Parts:
+    """Stage 4: every split in subwords, the training pairs longer than
+    ``max_train_subwords`` on either side dropped (before the sink), ``<SINK>`` appended
+    to sources with ``sink``."""
     parts = {}
     for name, (src, tgt) in read_parts(tok, SPLITS, recipe).items():
         src = subwords.apply(scheme, model, src, f"{name}.{recipe.src}", workers)
         tgt = subwords.apply(scheme, model, tgt, f"{name}.{recipe.tgt}", workers)
+        if name == "train" and max_train_subwords is not None:
+            kept = [(s, t) for s, t in zip(src, tgt)
+                    if max(len(s.split()), len(t.split())) <= max_train_subwords]
+            src, tgt = [s for s, _ in kept], [t for _, t in kept]
         parts[name] = ([f"{line} {SINK}" for line in src] if sink else src, tgt)
     return parts
 
@@ -234,7 +257,7 @@ def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> Non
             shutil.copyfile(sub / "guided.tsv", building / "guided.tsv")
         counts = {split: len(read_lines(sub / f"{split}.{recipe.src}")) for split in SPLITS}
         (building / "PREPARED.json").write_text(json.dumps(
-            {"settings": settings, "sentences": counts, "expected": recipe.expected,
+            {"settings": settings, "sentences": counts, "expected": expected_of(recipe, args),
              "argv": args.argv}, indent=1) + "\n")
         os.replace(building, dest)
     finally:
@@ -242,11 +265,31 @@ def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> Non
 
 
 # -- the pipeline -------------------------------------------------------------------------------
+def chosen_options(recipe: Recipe, args) -> Dict[str, str]:
+    """The value given for each of the recipe's :attr:`Recipe.options`."""
+    return {option.name: getattr(args, option.name) for option in recipe.options}
+
+
 def settings_of(recipe: Recipe, args) -> dict:
-    """What decides the prepared data (compared with ``PREPARED.json`` on a re-run)."""
+    """What decides the prepared data (compared with ``PREPARED.json`` on a re-run).
+    Options at their defaults and no ``--max-train-subwords`` are left out, so that a
+    folder prepared before they existed still counts as prepared."""
+    defaults = {option.name: option.choices[0] for option in recipe.options}
+    changed = {name: value for name, value in chosen_options(recipe, args).items()
+               if value != defaults[name]}
+    if args.max_train_subwords is not None:
+        changed["max_train_subwords"] = args.max_train_subwords
     return {"corpus": recipe.name, "subwords": args.subwords, "size": args.size,
             "joined_dictionary": args.joined_dictionary, "sink": args.sink,
-            "fertility": args.fertility}
+            "fertility": args.fertility, **changed}
+
+
+def expected_of(recipe: Recipe, args) -> Dict[str, int]:
+    """The published sentence counts of the splits with the chosen options."""
+    expected = dict(recipe.expected)
+    for option in recipe.options:
+        expected.update(option.expected.get(getattr(args, option.name), {}))
+    return expected
 
 
 def prepare(recipe: Recipe, args) -> Path:
@@ -285,8 +328,9 @@ def prepare(recipe: Recipe, args) -> Path:
     seconds["fetch"] = round(time.time() - begun, 1)
     raw, tok, sub = work / "raw", work / "tok", work / "subword"
     step("raw text", stage_files(raw, recipe.parts, recipe),
-         lambda tmps: write_parts(recipe.read(archives, work / "extracted"), recipe.parts,
-                                  tmps))
+         lambda tmps: write_parts(recipe.read(archives, work / "extracted",
+                                              **chosen_options(recipe, args)),
+                                  recipe.parts, tmps))
     shutil.rmtree(work / "extracted", ignore_errors=True)
     step("normalise, tokenise, clean, split", stage_files(tok, SPLITS, recipe),
          lambda tmps: write_parts(tokenised_splits(recipe, raw, args.workers), SPLITS, tmps))
@@ -296,7 +340,8 @@ def prepare(recipe: Recipe, args) -> Path:
                                      args.size, tmps[0]))
     step("apply subwords", stage_files(sub, SPLITS, recipe),
          lambda tmps: write_parts(segmented_splits(recipe, tok, model, args.subwords, args.sink,
-                                                   args.workers), SPLITS, tmps))
+                                                   args.workers, args.max_train_subwords),
+                                  SPLITS, tmps))
     if args.fertility:
         step("aligner fertilities", [sub / "train.fert", sub / "valid.fert", sub / "guided.tsv"],
              lambda tmps: write_fertilities(recipe, sub, args.sink, tmps))
@@ -310,9 +355,10 @@ def prepare(recipe: Recipe, args) -> Path:
         for folder in (raw, tok, sub):
             shutil.rmtree(folder, ignore_errors=True)
     counts = json.loads((dest / "PREPARED.json").read_text())["sentences"]
+    expected = expected_of(recipe, args)
     log(f"wrote {dest} in {time.time() - started:.0f} s: "
-        + ", ".join(f"{split} {n} pairs" + (f" (published recipe: {recipe.expected[split]})"
-                                            if split in recipe.expected else "")
+        + ", ".join(f"{split} {n} pairs" + (f" (published recipe: {expected[split]})"
+                                            if split in expected else "")
                     for split, n in counts.items()))
     return dest
 
@@ -363,6 +409,13 @@ def build_parser(recipe: Recipe) -> argparse.ArgumentParser:
     p.add_argument("--no-checksums", action="store_true",
                    help="accept archives whose size or checksum differs from the published "
                         "one (a host that re-packed them)")
+    p.add_argument("--max-train-subwords", type=int, metavar="N",
+                   help="drop the training pairs with more than N subwords on either side "
+                        "(default: keep them; the word-level cleaning applies either way)")
+    for option in recipe.options:
+        p.add_argument("--" + option.name.replace("_", "-"), dest=option.name,
+                       choices=option.choices, default=option.choices[0],
+                       help=f"{option.help} (default {option.choices[0]})")
     p.add_argument("--sink", action="store_true", help=f"append {SINK} to every source "
                                                        "sentence")
     p.add_argument("--fertility", action="store_true",
@@ -382,6 +435,8 @@ def main(recipe: Recipe, argv=None) -> Path:
     args.argv = argv
     if args.size < 1:
         parser.error("--bpe-merges must be positive")
+    if args.max_train_subwords is not None and args.max_train_subwords < 1:
+        parser.error("--max-train-subwords must be positive")
     try:
         return prepare(recipe, args)
     except PrepError as err:

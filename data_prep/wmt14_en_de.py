@@ -5,7 +5,11 @@ normalisation, non-printing characters removed, tokenisation with hyphens split
 validation and newstest2014 (the full 3003-sentence version) for testing; joint BPE with
 40k merges and one joined dictionary (fairseq's ``--joined-dictionary``).
 
-    python -m data_prep.wmt14_en_de [--bpe-merges 40000] [--workers 8]
+``--valid newstest2012+newstest2013`` validates on both sets, one after the other (Xu et
+al. 2021, section 4.1); with ``--bpe-merges 32000 --max-train-subwords 256`` it is their
+recipe:
+
+    python -m data_prep.wmt14_en_de [--bpe-merges 40000] [--valid SETS] [--workers 8]
 """
 
 from pathlib import Path
@@ -13,7 +17,7 @@ from typing import Dict
 
 from .archive import extract_lines
 from .download import Source
-from .recipe import Parts, Recipe, main
+from .recipe import Option, Parts, Recipe, main
 from .text import segments
 
 STATMT = "http://www.statmt.org/"
@@ -22,21 +26,28 @@ TRAINING = {"training-parallel-europarl-v7.tgz": "training/europarl-v7.de-en",
             "training-parallel-commoncrawl.tgz": "commoncrawl.de-en",
             "training-parallel-nc-v9.tgz": "training/news-commentary-v9.de-en"}
 DEV, TEST = "dev.tgz", "test-full.tgz"
+#: ``--valid``: newstest sets of ``dev.tgz`` (plain text, one sentence a line), "+" between.
+VALID = Option("valid", ("newstest2013", "newstest2012+newstest2013"),
+               "validation sets of dev.tgz, concatenated",
+               expected={"newstest2012+newstest2013": {"valid": 3003 + 3000}})
 
 
-def read(archives: Dict[str, Path], folder: Path) -> Parts:
+def read(archives: Dict[str, Path], folder: Path, valid: str = VALID.choices[0]) -> Parts:
     train = ([], [])
     for k, (archive, prefix) in enumerate(TRAINING.items()):
         lines = extract_lines(archives[archive], {f"{prefix}.en": f"{k}.en",
                                                   f"{prefix}.de": f"{k}.de"}, folder)
         train[0].extend(lines[f"{k}.en"])
         train[1].extend(lines[f"{k}.de"])
-    dev = extract_lines(archives[DEV], {"dev/newstest2013.en": "valid.en",
-                                        "dev/newstest2013.de": "valid.de"}, folder)
+    sets = valid.split("+")
+    dev = extract_lines(archives[DEV], {f"dev/{name}.{lang}": f"{name}.{lang}"
+                                        for name in sets for lang in ("en", "de")}, folder)
     test = extract_lines(archives[TEST], {
         "test-full/newstest2014-deen-src.en.sgm": "test.en",
         "test-full/newstest2014-deen-ref.de.sgm": "test.de"}, folder)
-    return {"train": train, "valid": (dev["valid.en"], dev["valid.de"]),
+    joined = {lang: [line for name in sets for line in dev[f"{name}.{lang}"]]
+              for lang in ("en", "de")}
+    return {"train": train, "valid": (joined["en"], joined["de"]),
             "test": (segments(test["test.en"]), segments(test["test.de"]))}
 
 
@@ -58,7 +69,8 @@ RECIPE = Recipe(
              Source(STATMT + "wmt14/test-full.tgz", TEST,
                     checksum="md5:a8cd784e006feb32ac6f3d9ec7eb389a")),
     read=read, merges=40000, joined_dictionary=True, normalize_punctuation=True,
-    aggressive_dashes=True, clean=(1, 250, 1.5), expected={"valid": 3000, "test": 3003})
+    aggressive_dashes=True, clean=(1, 250, 1.5), expected={"valid": 3000, "test": 3003},
+    options=(VALID,))
 
 if __name__ == "__main__":
     main(RECIPE)

@@ -4,7 +4,9 @@
 # training crossed with soft/hard decoding via --model-overrides).
 #
 #   scripts/xu2021_hard_attention.sh --smoke     # synthetic corpus, minutes on a CPU
-#   scripts/xu2021_hard_attention.sh             # the paper's setting (GPU, days)
+#   scripts/xu2021_hard_attention.sh             # the paper's setting (GPU, days); data from
+#       python -m data_prep.wmt14_en_de --bpe-merges 32000 --valid newstest2012+newstest2013 \
+#           --max-train-subwords 256 --name wmt14_en_de_xu2021
 #   scripts/xu2021_hard_attention.sh --data DIR --updates N --work-dir DIR --out DIR
 #
 # Settings: configs/xu2021_hard_attention.json. Results: results/hard_attention/

@@ -6,7 +6,9 @@ with ``fairseq-generate`` (a row may switch the attention at decoding time with
 row with the config's metrics (BLEU with sacrebleu; METEOR, REP and DROP as
 ``sparse-attn-score`` computes them; decoding sentences/s and training words/s as
 ratios to the table's first row; a table with seeds pooled as mean ± sd), optionally
-decoding the average of each training's last checkpoints, and writes the tables with
+decoding the average of each training's last checkpoints, or the best by validation BLEU
+of several averages and seeds, with the paper's batch per update on the GPUs it has
+(``--update-freq`` scaled), and writes the tables with
 the paper's figures beside ours: all in one report, and each in a file of its own. ``--smoke``
 runs the same pipeline on the bundled synthetic corpus with the config's small
 ``smoke`` settings, in minutes on a CPU; its numbers show that the pipeline works, not
@@ -24,6 +26,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -38,14 +41,17 @@ from .evaluation.drop import corpus_drop
 from .evaluation.meteor import JAVA_MISSING, find_meteor_jar
 from .pipeline import device_flags
 from .provenance import REPO_ROOT
+from .reproduction.batch import BatchError, keep_batch
 from .reproduction.config import (
     DEFAULT_METRICS,
     ConfigError,
+    averaging,
     averaging_problem,
     corpus_data,
     drop_settings,
     load_config,
     override_flags,
+    paper_setting,
     post_process_of,
     resolve_tables,
     run_setting,
@@ -62,6 +68,7 @@ from .reproduction.fertility_data import (
     language_pair,
 )
 from .reproduction.report import render, render_tables
+from .reproduction.selection import best, choose_window
 from .results_io import write_json_atomic, write_text_atomic
 
 SMOKE_CORPUS = {"train": 20000, "valid": 500, "test": 1000}
@@ -164,23 +171,56 @@ class Trained:
     records: Dict[str, dict]
 
 
+def valid_bleu(config: dict, smoke: bool, corpus: Optional[str], data: Path, work: Path,
+               name: str, checkpoint: Path) -> float:
+    """BLEU of training ``name``'s ``checkpoint`` on the validation split, as the run
+    decodes and scores."""
+    settings = run_settings(config, smoke, corpus)
+    log = work / f"select-{slug(name)}-{checkpoint.stem}.log"
+    output = pipeline.generate(data, checkpoint, [*settings["generate_flags"], "--gen-subset",
+                                                  "valid", *device_flags()], log).output
+    return corpus_bleu(output.hypotheses, output.references, **settings["bleu"]).score
+
+
+def training_runs(rows: List[dict]) -> List[tuple]:
+    """``(name, model, fertility source, corpus, seed)`` of every training the rows need
+    (a row under ``select.seeds`` needs one per seed), each once."""
+    return list(dict.fromkeys((name, r["model"], r["source"], r["corpus"], seed)
+                              for r in rows for seed, name in r["candidates"].items()))
+
+
+def batch_problem(config: dict, rows: List[dict], smoke: bool) -> Optional[str]:
+    """One line if a training cannot keep the paper's batch on this machine, else None."""
+    for _, model, _, corpus, _ in training_runs(rows):
+        flags = [*run_settings(config, smoke, corpus)["train_flags"], *config["models"][model]]
+        try:
+            keep_batch(flags, (paper_setting(config, smoke, "batch", corpus) or {}).get("gpus"))
+        except BatchError as err:
+            return f"{model}" + (f" on {corpus}" if corpus else "") + f": {err}"
+    return None
+
+
 def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
                  work: Path, smoke: bool, updates: Optional[int], metrics: List[str]) -> Trained:
-    """Train each training run the rows need once (model, fertility data, corpus, seed)
-    and average its last checkpoints where the run's settings ask for it."""
-    runs = list(dict.fromkeys((r["train"], r["model"], r["source"], r["corpus"], r["seed"])
-                              for r in rows))
+    """Train each training run the rows need once (model, fertility data, corpus, seed),
+    with the paper's batch per update; average its last checkpoints, or its best window
+    of checkpoints, where the run's settings ask for it; then pick the best seed where
+    a row is the best of several."""
+    runs = training_runs(rows)
     done = Trained({}, {}, {})
     for i, (name, model, source, corpus, seed) in enumerate(runs, 1):
         settings = run_settings(config, smoke, corpus)
         max_update = updates or settings["max_update"]
-        average = run_setting(config, smoke, "average_last", corpus=corpus)
-        print(f"[reproduce] {i}/{len(runs)} train {name!r}: {max_update} updates", flush=True)
+        average, windows = averaging(config, smoke, corpus)
         source_data = prepared[corpus].fertility.get(source)
         done.data[name] = source_data.data if source_data else prepared[corpus].data
-        flags = fill_placeholders([*settings["train_flags"], *config["models"][model],
-                                   *(["--seed", str(seed)] if seed is not None else [])],
-                                  source_data)
+        flags, batch = keep_batch(
+            fill_placeholders([*settings["train_flags"], *config["models"][model],
+                               *(["--seed", str(seed)] if seed is not None else [])],
+                              source_data),
+            (paper_setting(config, smoke, "batch", corpus) or {}).get("gpus"))
+        print(f"[reproduce] {i}/{len(runs)} train {name!r}: {max_update} updates of {batch}",
+              flush=True)
         try:
             result = pipeline.train(done.data[name], work / slug(name),
                                     [*flags, *device_flags()], max_update, desc=name,
@@ -191,18 +231,55 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
             print(f"[reproduce] {name!r} did not train: {err}", flush=True)
             done.records[name] = {"failed": str(err)}
             continue
-        done.checkpoints[name] = (average_last(result.checkpoint.parent, average) if average
-                                  else result.checkpoint)
         record = done.records[name] = {"updates": result.updates,
                                        "valid_loss": result.valid_loss,
-                                       "words_per_second": result.words_per_second}
-        if average:
+                                       "words_per_second": result.words_per_second,
+                                       "batch": batch}
+        if windows:
+            print(f"[reproduce] {name!r}: choosing the best of {windows['count']} averaging "
+                  "windows by validation BLEU", flush=True)
+            done.checkpoints[name], record["window"], record["valid_bleu_by_window"] = \
+                choose_window(result.checkpoint.parent, windows, partial(
+                    valid_bleu, config, smoke, corpus, done.data[name], work, name))
+            record["valid_bleu"] = record["valid_bleu_by_window"][record["window"]]
+        elif average:
+            done.checkpoints[name] = average_last(result.checkpoint.parent, average)
             record["averaged"] = average
+        else:
+            done.checkpoints[name] = result.checkpoint
         if source:
             record["fertilities"] = source
         if "params" in metrics:
             record["attention_parameters"] = attention_parameters(result.checkpoint)
+    for row in rows:
+        if row["train"] not in done.records:
+            pick_seed(config, smoke, row, done, work)
     return done
+
+
+def pick_seed(config: dict, smoke: bool, row: dict, done: Trained, work: Path) -> None:
+    """Enter the best of a row's candidate trainings by validation BLEU under the row's
+    ``train`` name, with the chosen seed and every candidate's validation BLEU."""
+    scores = {}
+    for seed, name in row["candidates"].items():
+        record = done.records[name]
+        if "failed" not in record and "valid_bleu" not in record:
+            record["valid_bleu"] = valid_bleu(config, smoke, row["corpus"], done.data[name],
+                                              work, name, done.checkpoints[name])
+        if "failed" not in record:
+            scores[seed] = record["valid_bleu"]
+    if not scores:
+        done.records[row["train"]] = {"failed": "every seed failed: " + "; ".join(
+            done.records[name]["failed"] for name in row["candidates"].values())}
+        return
+    seed = best(scores)
+    chosen = row["candidates"][seed]
+    print(f"[reproduce] {row['train']!r}: seed {seed} (validation BLEU "
+          f"{scores[seed]:.2f})", flush=True)
+    done.checkpoints[row["train"]], done.data[row["train"]] = (done.checkpoints[chosen],
+                                                               done.data[chosen])
+    done.records[row["train"]] = {**done.records[chosen], "seed": seed,
+                                  "valid_bleu_by_seed": scores}
 
 
 def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
@@ -306,7 +383,9 @@ def main(argv=None):
         parser.error(str(err))
     if args.updates is not None and args.updates < 1:
         parser.error("--updates must be positive")
-    problem = averaging_problem(config, args.smoke, args.updates)
+    rows = [row for _, table_rows in resolve_tables(config, args.smoke) for row in table_rows]
+    problem = (averaging_problem(config, args.smoke, args.updates)
+               or batch_problem(config, rows, args.smoke))
     if problem:
         parser.error(problem)
     name = config["name"]

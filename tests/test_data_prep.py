@@ -285,6 +285,37 @@ def test_wmt14_joins_three_corpora_and_reads_the_sgm_test_set(tmp_path):
     assert len(steps.read_lines(tok / "test.de")) == 7
 
 
+REAL_WMT14 = (Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+              / "wmt14_en-de" / "text")
+
+
+@pytest.mark.skipif(not REAL_WMT14.is_dir(), reason=f"needs the real newstest files in "
+                    f"{REAL_WMT14} (../shared/realdata, which CI has)")
+def test_wmt14_validates_on_the_real_newstest2012_and_2013_as_xu_et_al(tmp_path):
+    """Xu et al. (2021), section 4.1: validation on newstest2012 + newstest2013, training
+    sentences of at most 256 subwords (here 16, on the fixture's training text)."""
+    fixtures.wmt14_archives(tmp_path / "raw")
+    real = {f"{name}.{lang}": steps.read_lines(REAL_WMT14 / f"{name}.{lang}")
+            for name in ("newstest2012", "newstest2013") for lang in ("en", "de")}
+    fixtures.tar_gz(tmp_path / "raw" / "dev.tgz", {
+        f"dev/{name}": (REAL_WMT14 / name).read_text(encoding="utf-8") for name in real})
+    dest = prepare(wmt14_en_de, tmp_path, tmp_path / "raw", "--valid",
+                   "newstest2012+newstest2013", "--max-train-subwords", "16",
+                   "--keep-intermediates")
+    prepared = json.loads((dest / "PREPARED.json").read_text())
+    assert prepared["sentences"]["valid"] == prepared["expected"]["valid"] == 3003 + 3000
+    assert prepared["settings"]["valid"] == "newstest2012+newstest2013"
+    work = tmp_path / "work" / "wmt14_en_de"
+    for lang in ("en", "de"):  # every line kept, in order, through every stage
+        assert steps.read_lines(work / "raw" / f"valid.{lang}") == \
+            real[f"newstest2012.{lang}"] + real[f"newstest2013.{lang}"]
+        for stage in ("tok", "subword"):
+            assert len(steps.read_lines(work / stage / f"valid.{lang}")) == 6003
+    train = [steps.read_lines(work / "subword" / f"train.{lang}") for lang in ("en", "de")]
+    assert 0 < len(train[0]) < 20 + 16 + 10
+    assert max(len(line.split()) for side in train for line in side) <= 16
+
+
 def test_wmt16_removes_romanian_diacritics(tmp_path):
     fixtures.wmt16_archives(tmp_path / "raw")
     dest = prepare(wmt16_ro_en, tmp_path, tmp_path / "raw", "--keep-intermediates")

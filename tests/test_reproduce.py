@@ -6,6 +6,7 @@ fertility data from the corpus (gold) or from an aligner the run trains."""
 import json
 import os
 import re
+import shlex
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -13,11 +14,13 @@ from pathlib import Path
 import pytest
 from reproduction_fakes import fake_generate, fake_train
 
+from data_prep import recipe, wmt14_en_de
 from data_prep.synthetic import binarize, build_lexicon, write_corpus
 from sparse_attn_plugin import pipeline, reproduce
 from sparse_attn_plugin.provenance import REPO_ROOT
+from sparse_attn_plugin.reproduction import batch, fertility_data
 from sparse_attn_plugin.reproduction import config as reproduction_config
-from sparse_attn_plugin.reproduction import fertility_data
+from sparse_attn_plugin.reproduction.config import flag_value
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 
 CONFIG = REPO_ROOT / "configs" / "xu2021_hard_attention.json"
@@ -52,6 +55,27 @@ def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
                           "checkpoint_last.pt", ["--cpu", "--batch-size", "128",
                                                  "--required-batch-size-multiple", "8"],
                           tmp_path / "dropped.log")
+
+
+def test_hard_attention_config_follows_xu_et_al_section_4_1():
+    """Joint BPE with 32k merges, newstest2012+2013 to validate, training sentences of at
+    most 256 subwords, the average of the last 5 checkpoints saved every 1,500 updates,
+    25k tokens per update, and attention dropout 0.1 on P before sampling (Neutron)."""
+    config = reproduction_config.load_config(CONFIG)
+    flags = config["train_flags"]
+    assert flag_value(flags, "--attention-dropout") == "0.1"
+    assert flag_value(flags, "--save-interval-updates") == "1500"
+    assert flag_value(flags, "--keep-interval-updates") == "5" and config["average_last"] == 5
+    assert reproduction_config.averaging_problem(config, False) is None
+    command = shlex.split(config["prepare"])
+    assert command[:3] == ["python", "-m", "data_prep.wmt14_en_de"]
+    prepare = recipe.build_parser(wmt14_en_de.RECIPE).parse_args(command[3:])
+    assert (prepare.size, prepare.valid, prepare.max_train_subwords) == (
+        32000, "newstest2012+newstest2013", 256)
+    assert Path(config["data"]).name == prepare.name
+    _, said = batch.keep_batch(flags, config["batch"]["gpus"])
+    assert "= 25,000 tokens per update" in said
+    assert "no checkpoint averaging" not in config["settings_note"]
 
 
 def write(path, text):

@@ -15,6 +15,7 @@ from reproduction_fakes import fake_generate, fake_train
 from data_prep.synthetic import binarize, write_corpus
 from sparse_attn_plugin import pipeline, reproduce
 from sparse_attn_plugin.provenance import REPO_ROOT
+from sparse_attn_plugin.reproduction import batch, selection
 from sparse_attn_plugin.reproduction import config as reproduction_config
 from sparse_attn_plugin.reproduction.config import flag_value
 
@@ -67,6 +68,15 @@ def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
     assert reproduction_config.run_setting(config, True, "average_last", corpus="en-vi") == 4
     assert reproduction_config.averaging_problem(config, True) is None
     assert reproduction_config.averaging_problem(config, False) is None
+
+
+def test_explicit_sparse_scores_en_vi_case_insensitively():
+    """Zhao et al., appendix A.2: IWSLT15 En-Vi BLEU is uncased (Table 1 and Table 5)."""
+    config = reproduction_config.load_config(ZHAO)
+    en_vi = [table["title"].split(":")[0] for table, _ in
+             reproduction_config.resolve_tables(config, False) if table.get("corpus") == "en-vi"]
+    assert en_vi == ["Table 1", "Table 5"]
+    assert reproduction_config.run_settings(config, False, "en-vi")["bleu"]["lowercase"] is True
 
 
 def test_adaptively_sparse_plans_three_normalisers_on_four_corpora():
@@ -146,6 +156,8 @@ def test_full_run_uses_each_corpus_settings(tmp_path, monkeypatch, synthetic_bin
     def keep_all(config):  # the fake saves one checkpoint per update: average them all
         for settings in (config, *config["corpora"].values()):
             settings["average_last"] = 3
+        for settings in (config, config["corpora"]["en-de"]):
+            settings["select"]["average_windows"] = {"size": 3, "step": 1, "count": 1}
         flags = config["corpora"]["en-vi"]["train_flags"]
         flags[flags.index("--save-interval-updates") + 1] = "1"
     trained, generated = [], []
@@ -157,16 +169,16 @@ def test_full_run_uses_each_corpus_settings(tmp_path, monkeypatch, synthetic_bin
                     *(f"--corpus-data={n}={d}" for n, d in corpora.items())])
 
     by_name = {call["name"]: call for call in trained}
-    assert len(by_name) == 24
+    assert len(by_name) == 32  # three seeds of each model, except on En-De
     assert "sparse_transformer_vaswani_wmt_en_de_big" in by_name["softmax [en-de]"]["flags"]
-    assert "sparse_transformer_iwslt_de_en" in by_name["softmax"]["flags"]
-    assert by_name["softmax [en-vi]"]["data"] == corpora["en-vi"]
+    assert "sparse_transformer_iwslt_de_en" in by_name["softmax [seed 1]"]["flags"]
+    assert by_name["softmax [en-vi, seed 3]"]["data"] == corpora["en-vi"]
     en_vi = [c for c in generated if c["data"] == corpora["en-vi"]]
     assert en_vi and all("--lenpen" in c["flags"] for c in en_vi)
     report = (out / "README.md").read_text()
     assert "en-de: `-l de -norm -m exact stem" in report and "en-vi: `-l other" in report
     assert re.search(r"en-de: `[^`]*\|compounds:split`", report)     # WMT14's BLEU convention
-    assert re.search(r"en-vi: `[^`]*\|tok:intl\|", report)
+    assert re.search(r"en-vi: `[^`]*\|case:lc\|[^`]*\|tok:intl\|", report)
     assert (out / "table-1-bleu-wmt14-en-de.md").is_file()
 
 
@@ -215,3 +227,135 @@ def test_bad_settings_give_one_clear_line_before_anything_runs(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1]
     assert not (tmp_path / "out").exists() and not (tmp_path / "work" / "softmax").exists()
+
+
+# -- Zhao et al.'s selection (appendix A.2, fairseq_deen_est.sh) and the paper's batch -------
+
+def test_explicit_sparse_de_en_follows_the_released_script():
+    """fairseq_deen_est.sh: no shared decoder embeddings, fairseq 0.9's default clip-norm
+    25, 50 epoch checkpoints kept, three seeds, and the averages of the 10 epoch
+    checkpoints up to epoch 50, 55, ..., 90 compared on the validation set."""
+    config = reproduction_config.load_config(ZHAO)
+    flags = config["train_flags"]
+    assert "--share-decoder-input-output-embed" not in flags
+    assert flag_value(flags, "--clip-norm") == "25"
+    assert flag_value(flags, "--keep-last-epochs") == "50"
+    assert config["select"]["seeds"] == [1, 2, 3]
+    epochs = [Path(f"checkpoint{e}.pt") for e in range(1, 91)]
+    windows = selection.windows_of(epochs, **config["select"]["average_windows"])
+    assert [selection.label(w) for w in windows] == [
+        f"checkpoint{end - 9}..checkpoint{end}" for end in range(50, 91, 5)]
+    _, rows = reproduction_config.resolve_tables(config, False)[0]
+    assert rows[0]["train"] == "softmax [best of seeds 1, 2, 3]"
+    assert list(rows[0]["candidates"]) == [1, 2, 3]
+    # En-Vi: best of three seeds; WMT14 En-De (not a small dataset): windows only
+    settings = {corpus: reproduction_config.run_settings(config, False, corpus)
+                for corpus in ("en-vi", "en-de")}
+    assert settings["en-vi"]["select"] == {"seeds": [1, 2, 3]}
+    assert "seeds" not in settings["en-de"]["select"]
+
+
+def selecting(config):
+    """Table 1 De-En only, BLEU only, two seeds and two windows of two checkpoints."""
+    config["tables"] = config["tables"][:1]
+    config["metrics"] = ["BLEU"]
+    config["select"] = {"seeds": [1, 2], "average_windows": {"size": 2, "step": 1, "count": 2}}
+
+
+def test_selection_decodes_the_best_window_of_the_best_seed(tmp_path, monkeypatch,
+                                                             synthetic_bin):
+    """Validation BLEU picks seed 1's newest window but seed 2's older one, which is
+    best of all; the test split is decoded with it and the choices are recorded."""
+    trained, generated = [], []
+    plain = fake_generate(generated)
+    good = {("softmax-seed-1", "checkpoint_1_3_checkpoint_1_4"): 1,  # all but one right
+            ("softmax-seed-2", "checkpoint_1_2_checkpoint_1_3"): 0}  # every sentence right
+
+    def generate(data, checkpoint, flags, log, env=None):
+        result = plain(data, checkpoint, flags, log, env)
+        wrong = good.get((checkpoint.parent.name, checkpoint.stem[len("checkpoint_avg_"):]))
+        if wrong is not None and flag_value(flags, "--gen-subset") == "valid":
+            result.output.hypotheses[wrong:] = result.output.references[wrong:]
+        return result
+    monkeypatch.setattr(pipeline, "train", fake_train(trained))
+    monkeypatch.setattr(pipeline, "generate", generate)
+    out, work = tmp_path / "out", tmp_path / "work"
+    reproduce.main([edited(tmp_path, selecting), "--data", synthetic_bin, "--updates", "4",
+                    "--work-dir", work, "--out", out])
+
+    assert sorted(call["name"] for call in trained) == [
+        "softmax [seed 1]", "softmax [seed 2]", "top-k, k = 8 [seed 1]", "top-k, k = 8 [seed 2]"]
+    record = json.loads((out / "results.json").read_text())["trained"]
+    chosen = record["softmax [best of seeds 1, 2]"]
+    assert chosen["seed"] == 2 and chosen["window"] == "checkpoint_1_2..checkpoint_1_3"
+    assert chosen["valid_bleu"] == pytest.approx(100)
+    assert list(chosen["valid_bleu_by_seed"]) == ["1", "2"]
+    assert record["softmax [seed 1]"]["window"] == "checkpoint_1_3..checkpoint_1_4"
+    assert set(record["softmax [seed 1]"]["valid_bleu_by_window"]) == {
+        "checkpoint_1_2..checkpoint_1_3", "checkpoint_1_3..checkpoint_1_4"}
+    test = [c for c in generated if flag_value(c["flags"], "--gen-subset") == "test"]
+    assert len(test) == 2 and test[0]["checkpoint"] == (
+        work / "softmax-seed-2" / "checkpoint_avg_checkpoint_1_2_checkpoint_1_3.pt")
+    averaged = torch.load(test[0]["checkpoint"], weights_only=False)["model"]["w"]
+    assert averaged.tolist() == [2.5, 2.5]
+    assert sorted(p.name for p in (work / "softmax-seed-2").glob("checkpoint_avg*")) == [
+        "checkpoint_avg_checkpoint_1_2_checkpoint_1_3.pt"]  # the other window's is deleted
+    report = (out / "README.md").read_text()
+    assert "of 2 trainings (seeds 1, 2), the one with the best validation BLEU" in report
+    assert "seed 2, average of checkpoint_1_2..checkpoint_1_3 (100.00)" in report
+    assert "of the last 2 such windows, 1 checkpoints apart" in report
+
+
+def one_table_per_corpus(config):
+    """Table 1 De-En and En-De, BLEU only, nothing selected."""
+    config["tables"] = [config["tables"][0], config["tables"][2]]
+    config["metrics"] = ["BLEU"]
+    for settings in (config, config["corpora"]["en-de"]):
+        settings.pop("select")
+
+
+@pytest.mark.parametrize("gpus,update_freq", [(1, {"de-en": "4", "en-de": "128"}),
+                                              (2, {"de-en": "2", "en-de": "64"})])
+def test_the_papers_batch_is_kept_on_the_gpus_the_run_has(tmp_path, monkeypatch, capsys,
+                                                          synthetic_bin, gpus, update_freq):
+    """Zhao et al.'s IWSLT14 De-En (4000 tokens x 4, one GPU) and WMT14 En-De (3584 tokens
+    x 32 on 4 GPUs) keep their batch per update on 1 or 2 GPUs."""
+    monkeypatch.setattr(batch, "visible_gpus", lambda: gpus)
+    trained = []
+    monkeypatch.setattr(pipeline, "train", fake_train(trained))
+    monkeypatch.setattr(pipeline, "generate", fake_generate([]))
+    out = tmp_path / "out"
+    reproduce.main([edited(tmp_path, one_table_per_corpus), "--data", synthetic_bin,
+                    "--corpus-data", f"en-de={synthetic_bin}", "--updates", "2",
+                    "--work-dir", tmp_path / "work", "--out", out])
+    flags = {call["name"]: call["flags"] for call in trained}
+    assert flags["softmax"].count("--update-freq") == 1
+    assert flag_value(flags["softmax"], "--update-freq") == update_freq["de-en"]
+    assert flag_value(flags["softmax [en-de]"], "--update-freq") == update_freq["en-de"]
+    said = (f"3584 tokens x update-freq {update_freq['en-de']} x {gpus} GPU"
+            f"{'s' * (gpus > 1)} = 458,752 tokens per update (the paper's: 4 GPUs x "
+            "update-freq 32)")
+    assert said in capsys.readouterr().out
+    record = json.loads((out / "results.json").read_text())["trained"]
+    assert record["softmax [en-de]"]["batch"] == said
+    assert record["softmax"]["batch"].endswith("= 16,000 tokens per update (the paper's: "
+                                               "1 GPU x update-freq 4)")
+
+
+def test_a_batch_that_cannot_be_kept_is_refused_before_training(tmp_path, monkeypatch,
+                                                                capsys, synthetic_bin):
+    monkeypatch.setattr(batch, "visible_gpus", lambda: 3)
+    monkeypatch.setattr(pipeline, "train", fake_train(trained := []))
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main([edited(tmp_path, one_table_per_corpus), "--data", synthetic_bin,
+                        "--corpus-data", f"en-de={synthetic_bin}", "--out", tmp_path / "out",
+                        "--work-dir", tmp_path / "work"])
+    assert exit_info.value.code == 2 and not trained
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ("softmax: the paper's batch (4000 tokens x update-freq 4 x 1 GPU) cannot be kept "
+            "on 3 GPUs: update-freq 4/3 is not a whole number") in err
+    # fairseq's own --distributed-world-size counts as the GPUs it trains on
+    flags, _ = batch.keep_batch(["--max-tokens", "3584", "--update-freq=32",
+                                 "--distributed-world-size", "8"], 4)
+    assert flags == ["--max-tokens", "3584", "--distributed-world-size", "8",
+                     "--update-freq", "16"]

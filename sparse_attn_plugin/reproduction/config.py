@@ -16,7 +16,35 @@ the ``paper``'s figures). Optional:
   trained model's attention parameters, counted in its checkpoint);
 * ``average_last``: decode the average of each training's last N saved checkpoints
   (the training flags must save them: ``--save-interval-updates`` with
-  ``--keep-interval-updates``, or ``--keep-last-epochs``); also a ``smoke`` setting;
+  ``--keep-interval-updates``, or ``--keep-last-epochs``); a smoke section has only its
+  own (its flags are not the paper's);
+* ``select``: what the paper chose by validation BLEU (sacrebleu with the run's ``bleu``
+  options, on fairseq-generate's ``valid`` split decoded with the run's generation
+  flags), Zhao et al. (2019, appendix A.2) and their released script:
+
+  - ``"average_windows": {"size": N, "step": S, "count": C}``: average N consecutive
+    saved checkpoints, in each of the last C windows whose ends are S saves apart (the
+    last window ends at the newest checkpoint), and decode the window with the best
+    validation BLEU. ``{"size": 10, "step": 5, "count": 9}`` over 90 epoch checkpoints
+    is the released script's loop over epochs 50, 55, ..., 90. The flags must keep
+    N + S (C - 1) checkpoints. It takes the place of ``average_last``;
+  - ``"seeds": [1, 2, 3]``: train each model once per seed (``--seed``) and decode, for
+    every table that has no ``seeds`` of its own, the training with the best validation
+    BLEU (of its chosen window, if any). A table's own ``seeds`` still pool its rows as
+    mean ± sd (each seed's training with its chosen window).
+
+  The chosen seed and window, with the validation BLEU of every candidate, are recorded
+  in the results (``trained``) and the report. A smoke section has only its own
+  ``select``, never the config's (the paper's selection needs the paper's checkpoints);
+* ``batch``: ``{"gpus": G}``: the GPUs the training flags' ``--max-tokens`` (or
+  ``--batch-size``) and ``--update-freq`` are per-GPU settings for (the paper's). Each
+  training keeps the paper's batch per update, ``max_tokens x update_freq x G``, on the
+  GPUs it runs on (``--distributed-world-size`` in the flags, else every visible GPU, as
+  fairseq-train counts them; 1 without a GPU) by setting ``--update-freq`` to
+  ``update_freq x G / world size``; a run where that is not a whole number stops
+  before training, with one line (rounding would change the paper's batch silently).
+  Without ``batch`` the flags are used as they are. Every training prints the batch it
+  trains with. Like ``select``, never inherited by a smoke section;
 * ``may_diverge``: models whose training may fail (the paper reports that they did not
   converge): a failed training is reported in their rows instead of stopping the run;
 * ``meteor``: ``{"language": "en" | "de" | "other"}``, the target language's Meteor 1.5
@@ -61,13 +89,14 @@ from ..evaluation.meteor import LANGUAGE_PRESETS
 REQUIRED = ("name", "paper", "settings_note", "data", "prepare", "train_flags", "max_update",
             "generate_flags", "bleu", "smoke", "models", "tables")
 OPTIONAL = ("metrics", "meteor", "drop", "fertility_source", "corpora", "may_diverge",
-            "average_last")
+            "average_last", "select", "batch")
 SMOKE_REQUIRED = ("train_flags", "max_update", "generate_flags", "bleu")
-SMOKE_OPTIONAL = ("settings_note", "meteor", "drop", "fertility_source", "average_last")
+SMOKE_OPTIONAL = ("settings_note", "meteor", "drop", "fertility_source", "average_last",
+                  "select", "batch")
 TABLE_KEYS = ("title", "rows", "fertility_source", "smoke_only", "corpus", "seeds", "subset")
 CORPUS_KEYS = ("data", "prepare")
 CORPUS_OPTIONAL = ("train_flags", "max_update", "generate_flags", "bleu", "meteor",
-                   "average_last")
+                   "average_last", "select", "batch")
 ROW_KEYS = ("label", "model", "overrides", "generate", "fertility_source", "paper")
 METRICS = ("BLEU", "METEOR", "REP", "DROP", "speed", "train_speed", "params")
 DEFAULT_METRICS = ("BLEU", "speed")
@@ -76,6 +105,8 @@ SUBSETS = ("valid", "test")
 FERTILITY_SOURCES = ("gold", "aligner")
 PLACEHOLDERS = ("guided_table",)
 DROP_DEFAULTS = {"symmetrize": "grow-diag-final-and", "iterations": 5}
+SELECT_KEYS = ("seeds", "average_windows")
+WINDOW_KEYS = ("size", "step", "count")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
 
 
@@ -117,6 +148,28 @@ def _flags(path, flags, what: str, placeholders=PLACEHOLDERS) -> None:
                           + fills)
 
 
+def _positive(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _seeds(path, seeds, what: str) -> None:
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) < len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise ConfigError(f"{path}: {what} must be a list of distinct integers, not {seeds!r}")
+
+
+def _check_select(path, select, prefix: str) -> None:
+    _keys(path, select, SELECT_KEYS, f"`{prefix}select`")
+    if "seeds" in select:
+        _seeds(path, select["seeds"], f"`{prefix}select.seeds`")
+    if "average_windows" in select:
+        windows = select["average_windows"]
+        _keys(path, windows, WINDOW_KEYS, f"`{prefix}select.average_windows`")
+        if set(windows) != set(WINDOW_KEYS) or not all(map(_positive, windows.values())):
+            raise ConfigError(f"{path}: `{prefix}select.average_windows` needs positive "
+                              f"integers {', '.join(WINDOW_KEYS)}, not {windows!r}")
+
+
 def _source(path, value, what: str) -> None:
     if value not in FERTILITY_SOURCES:
         raise ConfigError(f"{path}: {what} must be one of {', '.join(FERTILITY_SOURCES)}, "
@@ -153,9 +206,16 @@ def _check_section(path, section: dict, prefix: str) -> None:
         _source(path, section["fertility_source"], f"`{prefix}fertility_source`")
     if "average_last" in section:
         count = section["average_last"]
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        if not _positive(count):
             raise ConfigError(f"{path}: `{prefix}average_last` must be a positive integer "
                               f"(checkpoints to average), not {count!r}")
+    if "select" in section:
+        _check_select(path, section["select"], prefix)
+    if "batch" in section:
+        _keys(path, section["batch"], ("gpus",), f"`{prefix}batch`")
+        if not _positive(section["batch"].get("gpus")):
+            raise ConfigError(f"{path}: `{prefix}batch.gpus` must be a positive integer "
+                              f"(the paper's GPUs), not {section['batch'].get('gpus')!r}")
 
 
 def check_config(config, path) -> None:
@@ -214,11 +274,7 @@ def check_config(config, path) -> None:
         if "corpus" in table and table.get("smoke_only"):
             raise ConfigError(f"{path}: {what} has a `corpus`, so it cannot be "
                               "`smoke_only` (smoke runs train on the synthetic corpus)")
-        seeds = table.get("seeds", [1])
-        if (not isinstance(seeds, list) or not seeds or len(set(seeds)) < len(seeds)
-                or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-            raise ConfigError(f"{path}: `seeds` of {what} must be a list of distinct "
-                              f"integers, not {seeds!r}")
+        _seeds(path, table.get("seeds", [1]), f"`seeds` of {what}")
         if table.get("subset", "test") not in SUBSETS:
             raise ConfigError(f"{path}: `subset` of {what} must be one of "
                               f"{', '.join(SUBSETS)}, not {table['subset']!r}")
@@ -276,11 +332,12 @@ def decoding_key(row: dict, source: Optional[str] = None, corpus: Optional[str] 
 
 
 def training_name(model: str, source: Optional[str], corpus: Optional[str] = None,
-                  seed: Optional[int] = None) -> str:
+                  seed: Optional[int] = None, best_of: Optional[List[int]] = None) -> str:
     """The name of a training run: the model, with its corpus, fertility data and seed
-    if any."""
+    if any; ``best_of``: the name of the best of its trainings with those seeds."""
     notes = [n for n in (corpus, source and f"{source} fertilities",
-                         seed is not None and f"seed {seed}") if n]
+                         seed is not None and f"seed {seed}",
+                         best_of and f"best of seeds {', '.join(map(str, best_of))}") if n]
     return model + (f" [{', '.join(notes)}]" if notes else "")
 
 
@@ -326,6 +383,25 @@ def run_setting(config: dict, smoke: bool, key: str, default=None,
     return run_settings(config, False, corpus).get(key, default)
 
 
+def paper_setting(config: dict, smoke: bool, key: str, corpus: Optional[str] = None):
+    """A setting that goes with the paper's training flags (``average_last``,
+    ``select``, ``batch``): the smoke section's own in smoke runs (never inherited),
+    else the corpus's or the config's, else None."""
+    if smoke:
+        return config["smoke"].get(key)
+    return run_settings(config, False, corpus).get(key)
+
+
+def averaging(config: dict, smoke: bool, corpus: Optional[str] = None) -> Tuple[int, dict]:
+    """``(checkpoints the run must keep, average_windows)`` of a run on ``corpus``: with
+    ``select.average_windows`` its windows' span, else ``average_last`` and ``{}``
+    (0 and ``{}``: the last checkpoint is decoded)."""
+    windows = (paper_setting(config, smoke, "select", corpus) or {}).get("average_windows")
+    if windows:
+        return windows["size"] + windows["step"] * (windows["count"] - 1), windows
+    return paper_setting(config, smoke, "average_last", corpus) or 0, {}
+
+
 def drop_settings(config: dict, smoke: bool) -> dict:
     drop = {**DROP_DEFAULTS, **run_setting(config, smoke, "drop", {})}
     if isinstance(drop["symmetrize"], str):
@@ -338,8 +414,10 @@ def resolve_tables(config: dict, smoke: bool) -> List[Tuple[dict, List[dict]]]:
     config's ``data``), ``source`` (the fertility data the model trains on, None if it
     reads none), ``seed`` (None: the training flags'), ``subset`` (None: the generation
     flags'), ``train`` (the name of the training run), ``key`` (the decoding's
-    :func:`decoding_key`) and ``row`` (its index in the config's table: a table with
-    ``seeds`` has a row per seed, which the report averages).
+    :func:`decoding_key`), ``row`` (its index in the config's table: a table with
+    ``seeds`` has a row per seed, which the report averages) and ``candidates`` (the
+    trainings ``train`` is the best of, as ``{seed: name}``, under ``select.seeds``;
+    else ``{seed: train}``).
 
     Smoke runs train every table on the synthetic corpus and leave out a table with a
     ``corpus`` whose every decoding the tables before it already make."""
@@ -350,15 +428,20 @@ def resolve_tables(config: dict, smoke: bool) -> List[Tuple[dict, List[dict]]]:
             continue
         corpus, subset = None if smoke else table.get("corpus"), table.get("subset")
         train_flags = run_settings(config, smoke, corpus)["train_flags"]
+        best_of = None if "seeds" in table else (
+            paper_setting(config, smoke, "select", corpus) or {}).get("seeds")
         rows = []
         for index, row in enumerate(table["rows"]):
             source = None
             if reads_fertility_data([*train_flags, *config["models"][row["model"]]]):
                 source = row.get("fertility_source", table.get("fertility_source", default))
             for seed in table.get("seeds", [None]):
+                train = training_name(row["model"], source, corpus, seed, best_of)
+                candidates = ({s: training_name(row["model"], source, corpus, s)
+                               for s in best_of} if best_of else {seed: train})
                 rows.append({**row, "corpus": corpus, "source": source, "seed": seed,
-                             "subset": subset, "row": index,
-                             "train": training_name(row["model"], source, corpus, seed),
+                             "subset": subset, "row": index, "train": train,
+                             "candidates": candidates,
                              "key": decoding_key(row, source, corpus, seed, subset)})
         keys = {row["key"] for row in rows}
         if smoke and table.get("corpus") and keys <= decodings:
@@ -369,13 +452,14 @@ def resolve_tables(config: dict, smoke: bool) -> List[Tuple[dict, List[dict]]]:
 
 
 def averaging_problem(config: dict, smoke: bool, updates: Optional[int] = None) -> Optional[str]:
-    """One line if a model's training flags cannot save the ``average_last`` checkpoints
-    the run averages (checked before training; epoch checkpoints are counted as
-    enough, their number depends on the corpus), else None."""
+    """One line if a model's training flags cannot keep the checkpoints the run averages
+    (``average_last``, or the span of ``select.average_windows``; checked before
+    training). Epoch checkpoints count as enough unless ``--keep-last-epochs`` keeps
+    too few (how many epochs a run has depends on the corpus)."""
     corpora = [None] if smoke else list(dict.fromkeys(
         row["corpus"] for _, rows in resolve_tables(config, smoke) for row in rows))
     for corpus in corpora:
-        count = run_setting(config, smoke, "average_last", corpus=corpus)
+        count, windows = averaging(config, smoke, corpus)
         settings = run_settings(config, smoke, corpus)
         max_update = updates or settings["max_update"]
         for model, own in config["models"].items() if count else ():
@@ -384,11 +468,17 @@ def averaging_problem(config: dict, smoke: bool, updates: Optional[int] = None) 
             keep = int(flag_value(flags, "--keep-interval-updates", "-1"))
             saved = max_update // interval if interval > 0 else 0
             kept = saved if keep < 0 else min(keep, saved)
-            if kept < count and "--no-epoch-checkpoints" in flags:
-                return (f"averaging the last {count} checkpoints, but model {model!r}"
-                        + (f" on {corpus}" if corpus else "") + f" keeps {kept} "
-                        f"({max_update} updates, --save-interval-updates {interval}, "
-                        f"--keep-interval-updates {keep}, --no-epoch-checkpoints)")
+            epochs = (0 if "--no-epoch-checkpoints" in flags
+                      else int(flag_value(flags, "--keep-last-epochs", "-1")))
+            if epochs < 0 or kept + epochs >= count:
+                continue
+            need = (f"the average_windows {json.dumps(windows)} need the last {count} "
+                    "checkpoints" if windows else f"averaging the last {count} checkpoints")
+            return (f"{need}, but model {model!r}" + (f" on {corpus}" if corpus else "")
+                    + f" keeps {kept + epochs} ({max_update} updates, "
+                    f"--save-interval-updates {interval}, --keep-interval-updates {keep}, "
+                    + ("--no-epoch-checkpoints)" if "--no-epoch-checkpoints" in flags
+                       else f"--keep-last-epochs {epochs})"))
     return None
 
 

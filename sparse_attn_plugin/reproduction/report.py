@@ -11,6 +11,7 @@ from ..provenance import provenance_header
 from ..results_io import markdown_table
 from .config import (
     DEFAULT_METRICS,
+    averaging,
     drop_settings,
     post_process_of,
     resolve_tables,
@@ -181,6 +182,17 @@ def _table(rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
     return markdown_table(header, lines)
 
 
+def _chosen(record: dict) -> str:
+    """The seed and checkpoint window a training's decoding was chosen as, with its
+    validation BLEU."""
+    parts = [f"seed {record['seed']}" if "seed" in record else "",
+             f"average of {record['window']}" if "window" in record else ""]
+    said = ", ".join(p for p in parts if p)
+    if "valid_bleu" not in record:
+        return "-"
+    return f"{said} ({record['valid_bleu']:.2f})" if said else f"({record['valid_bleu']:.2f})"
+
+
 def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str) -> List[str]:
     """Heading, provenance, what kind of run this was, its settings and metric notes."""
     parts = [f"# {config['paper']}: {title}"
@@ -199,10 +211,18 @@ def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str
     if results.get("seconds") is not None:
         parts.append(f"Run time: {results['seconds'] / 60:.1f} min (training, decoding and "
                      "scoring, on the machine above).\n")
-    average = run_setting(config, smoke, "average_last")
-    if average:
-        parts.append(f"Each training is decoded as the average of its last {average} saved "
-                     "checkpoints.\n")
+    def decoded(corpus):
+        count, windows = averaging(config, smoke, corpus)
+        if windows:
+            return (f"the average of {windows['size']} consecutive saved checkpoints: of the "
+                    f"last {windows['count']} such windows, {windows['step']} checkpoints "
+                    "apart, the one with the best validation BLEU")
+        return f"the average of its last {count} saved checkpoints" if count else \
+            "its last checkpoint"
+
+    if any(averaging(config, smoke, row["corpus"])[0]
+           for _, rows in resolve_tables(config, smoke) for row in rows):
+        parts.append(f"Each training is decoded as {_by_corpus(config, smoke, decoded)}.\n")
     parts.append(" ".join(_metric_notes(config, results, smoke)) + "\n")
     return parts
 
@@ -210,6 +230,10 @@ def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str
 def _section(table: dict, rows: List[dict], results: dict, symmetrizations) -> str:
     """A table's heading, how its rows were made (seeds, split) and the table."""
     notes = []
+    seeds = list(rows[0]["candidates"]) if len(rows[0]["candidates"]) > 1 else []
+    if seeds:
+        notes.append(f"Each row: of {len(seeds)} trainings (seeds {', '.join(map(str, seeds))}), "
+                     "the one with the best validation BLEU (see the training runs).")
     if table.get("seeds"):
         notes.append(f"Each row: mean ± standard deviation over {len(table['seeds'])} "
                      f"trainings (seeds {', '.join(map(str, table['seeds']))}).")
@@ -241,12 +265,15 @@ def render(config: dict, results: dict, smoke: bool, command: str) -> str:
         parts.append(_section(table, rows, results, symmetrizations))
     trained = results["trained"]
     fertilities = any("fertilities" in t for t in trained.values())
+    chosen = any("valid_bleu" in t for t in trained.values())
     parts.append("## Training runs\n\n" + markdown_table(
         ["model", *(["fertilities"] if fertilities else []), "updates", "valid loss",
-         "words/s"],
+         "words/s", "batch per update",
+         *(["chosen by validation BLEU (its BLEU)"] if chosen else [])],
         [[m, *([t.get("fertilities", "-")] if fertilities else []),
           t.get("updates", "did not train"), _cell(t.get("valid_loss"), "{:.3f}"),
-          _cell(t.get("words_per_second"), "{:.0f}")]
+          _cell(t.get("words_per_second"), "{:.0f}"), t.get("batch", "-"),
+          *([_chosen(t)] if chosen else [])]
          for m, t in trained.items()]))
     failures = [f"- {m}: {t['failed']}" for m, t in trained.items() if "failed" in t]
     if failures:
