@@ -188,6 +188,28 @@ def test_alpha_initialised_as_asked_and_stays_in_range_under_large_steps():
             assert ((alpha >= 1.01) & (alpha <= 2.0)).all(), alpha
 
 
+@pytest.mark.parametrize("cast", [
+    lambda m: m.half(), lambda m: m.bfloat16(), lambda m: m.to(torch.float16),
+    lambda m: m.to("cpu", torch.bfloat16), lambda m: m.to(dtype=torch.float16),
+])
+def test_alpha_logit_stays_float32_when_the_module_is_cast_to_half_precision(cast):
+    """fairseq's trainer calls model.half() under --fp16 (.to(bfloat16) under --bf16):
+    z (and its gradient) keep their float32 values; float64 still applies."""
+    norm = EntmaxAlpha(num_heads=3, alpha_init=1.03)
+    norm.alpha_logit.grad = torch.tensor([1e-5, 3e-7, 0.1234567])
+    z, grad = norm.alpha_logit.detach().clone(), norm.alpha_logit.grad.clone()
+    assert not torch.equal(z.half().float(), z)  # float16 would change this z
+    module = torch.nn.Sequential(torch.nn.Linear(2, 2), norm)
+    cast(module)
+    assert module[0].weight.dtype in (torch.float16, torch.bfloat16)
+    assert norm.alpha_logit.dtype == norm.alpha_logit.grad.dtype == torch.float32
+    assert torch.equal(norm.alpha_logit.detach(), z) and torch.equal(norm.alpha_logit.grad, grad)
+    assert isinstance(norm.alpha_logit, torch.nn.Parameter)
+    assert [p is norm.alpha_logit for p in module.parameters()] == [False, False, True]
+    assert norm.double().alpha_logit.dtype == torch.float64
+    assert norm.float().alpha_logit.dtype == torch.float32
+
+
 def test_alpha_is_not_stored_as_a_parameter():
     names = [n for n, _ in EntmaxAlpha(num_heads=2).named_parameters()]
     assert names == ["alpha_logit"]

@@ -48,6 +48,12 @@ class EntmaxAlpha(Normalizer):
     unconstrained parameter ``z`` at every forward, so no optimiser step can move
     alpha out of its range (storing alpha itself as the parameter lets it escape).
 
+    ``z`` stays float32 when the model is cast to half precision (fairseq's trainer
+    calls ``model.half()`` under ``--fp16``, ``.to(torch.bfloat16)`` under ``--bf16``):
+    in float16 alpha would move in steps of about 1e-3 (2-10% of ``alpha - 1`` near
+    1.01-1.05) and its gradient, which grows like ``1 / (alpha - 1)^2``, would be rounded
+    to float16. Casts to float64 and moves between devices apply as usual.
+
     Args:
         num_heads: attention heads of the module this normaliser serves.
         alpha_init: initial alpha of every head, in [1.01, 2).
@@ -65,6 +71,21 @@ class EntmaxAlpha(Normalizer):
         logit = math.log((alpha_init - 1.0) / (2.0 - alpha_init))
         self.alpha_logit = nn.Parameter(torch.full((num_heads,), logit))
         self.n_iter = n_iter
+
+    def _apply(self, fn, recurse=True):
+        """``nn.Module``'s conversions (``.half()``, ``.to(dtype)``, ``.cuda()``, ...), except
+        that ``alpha_logit`` and its gradient are never narrowed below float32: where
+        ``fn`` would give float16/bfloat16, the float32 tensor moves to ``fn``'s device."""
+        logit, grad = self.alpha_logit, self.alpha_logit.grad
+
+        def at_least_float32(tensor):
+            out = fn(tensor)
+            if tensor is not logit and tensor is not grad:
+                return out
+            wide = torch.promote_types(out.dtype, torch.float32)
+            return out if out.dtype == wide else tensor.to(device=out.device, dtype=wide)
+
+        return super()._apply(at_least_float32, recurse)
 
     def alpha(self) -> Tensor:
         """The current alpha of each head, shape ``(H,)``."""
