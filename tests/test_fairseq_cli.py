@@ -158,6 +158,8 @@ def test_fp16_training_keeps_learned_alphas_float32(synthetic_bin, tmp_path):
     (["--attn-fn", "nope"], 2, "argument --attn-fn: invalid choice: 'nope'"),
     (["--decoder-cross-attn-fn", "sparsemaxx"], 2, "invalid choice: 'sparsemaxx'"),
     (["--attn-fn", "topk", "--topk", "0"], 1, "error: --topk must be >= 1, got 0"),
+    (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "rand"], 1,
+     "error: --entmax-alpha-init must be 'random' or a number in [1.01, 2.0), got 'rand'"),
 ])
 def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, flags, code, message):
     proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN,

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from scipy import stats
 from scores import NEG_INF, random_scores
 from torch.func import functional_call
 
@@ -210,6 +211,24 @@ def test_alpha_logit_stays_float32_when_the_module_is_cast_to_half_precision(cas
     assert norm.float().alpha_logit.dtype == torch.float32
 
 
+def test_random_alpha_init_draws_each_heads_z_from_a_standard_normal():
+    """Correia et al.'s code: ``pre_alpha = nn.Parameter(torch.randn(head_count))``."""
+    torch.manual_seed(0)
+    z = EntmaxAlpha(num_heads=4000, alpha_init="random").alpha_logit.detach().double()
+    assert stats.kstest(z.numpy(), "norm").pvalue > 0.01
+    assert abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05
+    torch.manual_seed(0)
+    assert torch.equal(EntmaxAlpha(4000, "random").alpha_logit.detach().double(), z)  # seeded
+    heads = EntmaxAlpha(num_heads=8, alpha_init="random").alpha()
+    assert len(set(heads.tolist())) == 8 and ((heads >= 1.01) & (heads <= 2)).all()
+
+
+@pytest.mark.parametrize("init,alpha", [(1.3, 1.3), ("1.3", 1.3), (1.5, 1.5)])
+def test_numeric_alpha_init_starts_every_head_there(init, alpha):
+    z = EntmaxAlpha(num_heads=4, alpha_init=init).alpha_logit.detach()
+    assert torch.equal(z, torch.full((4,), math.log((alpha - 1) / (2 - alpha))))
+
+
 def test_alpha_is_not_stored_as_a_parameter():
     names = [n for n, _ in EntmaxAlpha(num_heads=2).named_parameters()]
     assert names == ["alpha_logit"]
@@ -221,6 +240,7 @@ def test_alpha_is_not_stored_as_a_parameter():
     (lambda: TopK(k=0), "k >= 1"),
     (lambda: EntmaxAlpha(2, alpha_init=2.0), "alpha init"),
     (lambda: EntmaxAlpha(2, alpha_init=1.0), "alpha init"),
+    (lambda: EntmaxAlpha(2, alpha_init="randn"), "alpha init must be 'random' or a number"),
     (lambda: EntmaxAlpha(2, n_iter=0), "iteration"),
     (lambda: build_normalizer("softmaxx", 2), "unknown attention normaliser 'softmaxx'"),
     (lambda: check_fits("topk", "nowhere"), "cannot be used"),

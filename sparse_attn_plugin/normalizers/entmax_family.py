@@ -17,6 +17,7 @@ precision: bisection returns NaN in float16/bfloat16).
 """
 
 import math
+from typing import Union
 
 import torch
 from entmax import entmax15, entmax_bisect, sparsemax
@@ -25,6 +26,26 @@ from torch import Tensor, nn
 from .base import Normalizer
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
+
+#: ``alpha_init`` that draws each head's pre-alpha ``z_h ~ N(0, 1)`` (torch's global
+#: generator, which fairseq seeds with ``--seed``), as the first author of Correia et al.
+#: (2019) does (``nn.Parameter(torch.randn(head_count))``, deep-spin/entmax issue 10).
+RANDOM_INIT = "random"
+
+
+def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str]:
+    """:data:`RANDOM_INIT`, or the initial alpha as a float in ``[1.01, 2)`` (given as a
+    number or its text); ValueError with one line naming ``name`` otherwise."""
+    if value == RANDOM_INIT:
+        return RANDOM_INIT
+    try:
+        alpha = float(value)
+    except (TypeError, ValueError):
+        alpha = math.nan
+    if not ALPHA_MIN <= alpha < ALPHA_MAX:
+        raise ValueError(f"{name} must be {RANDOM_INIT!r} or a number in "
+                         f"[{ALPHA_MIN}, {ALPHA_MAX}), got {value!r}")
+    return alpha
 
 
 class Sparsemax(Normalizer):
@@ -56,20 +77,21 @@ class EntmaxAlpha(Normalizer):
 
     Args:
         num_heads: attention heads of the module this normaliser serves.
-        alpha_init: initial alpha of every head, in [1.01, 2).
+        alpha_init: initial alpha of every head, in [1.01, 2), or :data:`RANDOM_INIT`
+            for ``z_h ~ N(0, 1)``, one draw per head.
         n_iter: bisection iterations; 25 halvings reach float32 precision.
     """
 
-    def __init__(self, num_heads: int, alpha_init: float = 1.5, n_iter: int = 25):
+    def __init__(self, num_heads: int, alpha_init: Union[float, str] = 1.5, n_iter: int = 25):
         super().__init__()
-        if not ALPHA_MIN <= alpha_init < ALPHA_MAX:
-            raise ValueError(
-                f"entmax alpha init must be in [{ALPHA_MIN}, {ALPHA_MAX}), got {alpha_init}"
-            )
+        alpha_init = parse_alpha_init(alpha_init)
         if n_iter < 1:
             raise ValueError(f"entmax bisection needs at least 1 iteration, got {n_iter}")
-        logit = math.log((alpha_init - 1.0) / (2.0 - alpha_init))
-        self.alpha_logit = nn.Parameter(torch.full((num_heads,), logit))
+        if alpha_init == RANDOM_INIT:
+            logit = torch.randn(num_heads)
+        else:
+            logit = torch.full((num_heads,), math.log((alpha_init - 1.0) / (2.0 - alpha_init)))
+        self.alpha_logit = nn.Parameter(logit)
         self.n_iter = n_iter
 
     def _apply(self, fn, recurse=True):
