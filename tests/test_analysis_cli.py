@@ -15,11 +15,13 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def alpha_run(synthetic_bin, tmp_path_factory):
-    """A tiny model with learned alpha-entmax in the decoder and sparsemax in the encoder,
-    a checkpoint saved after each of its 3 updates."""
+    """A tiny model with learned alpha-entmax in the decoder (heads started at random, as
+    Correia et al.'s code does) and sparsemax in the encoder, a checkpoint saved after each
+    of its 3 updates."""
     save_dir = tmp_path_factory.mktemp("alpha-run")
-    train(synthetic_bin, save_dir, "--attn-fn", "entmax_alpha", "--encoder-self-attn-fn",
-          "sparsemax", "--lr", "5e-2", "--save-interval-updates", "1", updates=3)
+    train(synthetic_bin, save_dir, "--attn-fn", "entmax_alpha", "--entmax-alpha-init", "random",
+          "--encoder-self-attn-fn", "sparsemax", "--lr", "5e-2", "--save-interval-updates", "1",
+          updates=3)
     return save_dir
 
 
@@ -56,6 +58,9 @@ def test_trajectory_follows_alpha_over_the_saved_checkpoints(alpha_run, tmp_path
     head = [float(r["alpha"]) for r in rows if (r["site"], r["layer"], r["head"])
             == ("decoder_cross", "0", "0")]
     assert len(set(head)) == 3                                # alpha is learned: it moves
+    first = [float(r["alpha"]) for r in rows if (r["updates"], r["site"], r["layer"])
+             == ("1", "decoder_cross", "0")]
+    assert len(set(first)) == 4    # started apart: one Adam step moves all heads by about lr
 
 
 def test_maps_put_two_models_side_by_side(alpha_run, synthetic_bin, tmp_path):

@@ -134,10 +134,32 @@ def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_pat
         torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=0, msg=key)
 
 
+def test_fp16_training_keeps_learned_alphas_float32(synthetic_bin, tmp_path):
+    """fairseq-train --fp16 casts the model to float16; the alphas' z must still train
+    in float32: Adam's steps of about lr = 1e-4 are below float16's spacing at z = -3.48
+    (alpha = 1.03), so a float16 z could not move. (--fp16-no-flatten-grads: the flat
+    float32 copy fairseq uses by default lives on a GPU; test_mixed_precision.py checks
+    that wrapper in-process.)"""
+    ckpt = train(synthetic_bin, tmp_path, "--attn-fn", "entmax_alpha", "--entmax-alpha-init",
+                 "1.03", "--fp16", "--fp16-no-flatten-grads", "--lr", "1e-4", updates=3)
+    state = torch.load(ckpt, weights_only=True)["model"]
+    start = torch.tensor(1.03 - 1).div(2 - 1.03).log()
+    alphas = {k: v for k, v in state.items() if k.endswith("alpha_logit")}
+    assert len(alphas) == 6
+    for key, z in alphas.items():
+        assert z.dtype == torch.float32 and not torch.equal(z.half().float(), z), key
+        assert (z != start).any(), f"{key} did not train"
+    weight = state["decoder.layers.0.fc1.weight"]
+    assert torch.equal(weight.half().float(), weight), "not trained in float16"
+    assert len(generate(synthetic_bin, ckpt, "--fp16")) == 40
+
+
 @pytest.mark.parametrize("flags,code,message", [
     (["--attn-fn", "nope"], 2, "argument --attn-fn: invalid choice: 'nope'"),
     (["--decoder-cross-attn-fn", "sparsemaxx"], 2, "invalid choice: 'sparsemaxx'"),
     (["--attn-fn", "topk", "--topk", "0"], 1, "error: --topk must be >= 1, got 0"),
+    (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "rand"], 1,
+     "error: --entmax-alpha-init must be 'random' or a number in [1.01, 2.0), got 'rand'"),
 ])
 def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, flags, code, message):
     proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN,

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from scipy import stats
 from scores import NEG_INF, random_scores
 from torch.func import functional_call
 
@@ -188,6 +189,46 @@ def test_alpha_initialised_as_asked_and_stays_in_range_under_large_steps():
             assert ((alpha >= 1.01) & (alpha <= 2.0)).all(), alpha
 
 
+@pytest.mark.parametrize("cast", [
+    lambda m: m.half(), lambda m: m.bfloat16(), lambda m: m.to(torch.float16),
+    lambda m: m.to("cpu", torch.bfloat16), lambda m: m.to(dtype=torch.float16),
+])
+def test_alpha_logit_stays_float32_when_the_module_is_cast_to_half_precision(cast):
+    """fairseq's trainer calls model.half() under --fp16 (.to(bfloat16) under --bf16):
+    z (and its gradient) keep their float32 values; float64 still applies."""
+    norm = EntmaxAlpha(num_heads=3, alpha_init=1.03)
+    norm.alpha_logit.grad = torch.tensor([1e-5, 3e-7, 0.1234567])
+    z, grad = norm.alpha_logit.detach().clone(), norm.alpha_logit.grad.clone()
+    assert not torch.equal(z.half().float(), z)  # float16 would change this z
+    module = torch.nn.Sequential(torch.nn.Linear(2, 2), norm)
+    cast(module)
+    assert module[0].weight.dtype in (torch.float16, torch.bfloat16)
+    assert norm.alpha_logit.dtype == norm.alpha_logit.grad.dtype == torch.float32
+    assert torch.equal(norm.alpha_logit.detach(), z) and torch.equal(norm.alpha_logit.grad, grad)
+    assert isinstance(norm.alpha_logit, torch.nn.Parameter)
+    assert [p is norm.alpha_logit for p in module.parameters()] == [False, False, True]
+    assert norm.double().alpha_logit.dtype == torch.float64
+    assert norm.float().alpha_logit.dtype == torch.float32
+
+
+def test_random_alpha_init_draws_each_heads_z_from_a_standard_normal():
+    """Correia et al.'s code: ``pre_alpha = nn.Parameter(torch.randn(head_count))``."""
+    torch.manual_seed(0)
+    z = EntmaxAlpha(num_heads=4000, alpha_init="random").alpha_logit.detach().double()
+    assert stats.kstest(z.numpy(), "norm").pvalue > 0.01
+    assert abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05
+    torch.manual_seed(0)
+    assert torch.equal(EntmaxAlpha(4000, "random").alpha_logit.detach().double(), z)  # seeded
+    heads = EntmaxAlpha(num_heads=8, alpha_init="random").alpha()
+    assert len(set(heads.tolist())) == 8 and ((heads >= 1.01) & (heads <= 2)).all()
+
+
+@pytest.mark.parametrize("init,alpha", [(1.3, 1.3), ("1.3", 1.3), (1.5, 1.5)])
+def test_numeric_alpha_init_starts_every_head_there(init, alpha):
+    z = EntmaxAlpha(num_heads=4, alpha_init=init).alpha_logit.detach()
+    assert torch.equal(z, torch.full((4,), math.log((alpha - 1) / (2 - alpha))))
+
+
 def test_alpha_is_not_stored_as_a_parameter():
     names = [n for n, _ in EntmaxAlpha(num_heads=2).named_parameters()]
     assert names == ["alpha_logit"]
@@ -199,6 +240,7 @@ def test_alpha_is_not_stored_as_a_parameter():
     (lambda: TopK(k=0), "k >= 1"),
     (lambda: EntmaxAlpha(2, alpha_init=2.0), "alpha init"),
     (lambda: EntmaxAlpha(2, alpha_init=1.0), "alpha init"),
+    (lambda: EntmaxAlpha(2, alpha_init="randn"), "alpha init must be 'random' or a number"),
     (lambda: EntmaxAlpha(2, n_iter=0), "iteration"),
     (lambda: build_normalizer("softmaxx", 2), "unknown attention normaliser 'softmaxx'"),
     (lambda: check_fits("topk", "nowhere"), "cannot be used"),

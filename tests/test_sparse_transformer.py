@@ -4,10 +4,11 @@ search keeps its state consistent, and bad settings fail at start-up."""
 
 import pytest
 import torch
+from fairseq import utils
 from fairseq.sequence_generator import SequenceGenerator
 
 from sparse_attn_plugin.modules import SparseMultiheadAttention
-from sparse_attn_plugin.normalizers import FITS, NAMES, SITES, build_normalizer
+from sparse_attn_plugin.normalizers import FITS, NAMES, SITES, EntmaxAlpha, build_normalizer
 
 from models import attn_flags, batch, build, decode_incrementally
 
@@ -139,9 +140,38 @@ def test_site_misfit_fails_at_start_up(synthetic_bin, monkeypatch):
         build(synthetic_bin, extra=["--decoder-cross-attn-fn", "topk"])
 
 
+def alphas_by_module(model):
+    return {name: module.alpha_logit.detach().clone() for name, module in model.named_modules()
+            if isinstance(module, EntmaxAlpha)}
+
+
+def test_random_alpha_init_through_fairseq_train_flags_is_seeded(synthetic_bin):
+    """``--entmax-alpha-init random``: every head of every module starts at its own z ~
+    N(0, 1), drawn from torch's generator, which fairseq-train seeds with --seed before
+    it builds the model; a number still starts every head there."""
+    flags = ["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "random"]
+    runs = []
+    for seed in (1, 1, 2):
+        utils.set_torch_seed(seed)
+        runs.append(alphas_by_module(build(synthetic_bin, extra=[*flags, "--seed", str(seed)])[1]))
+    assert len(runs[0]) == 6 and runs[0].keys() == runs[2].keys()
+    every = torch.cat(list(runs[0].values()))
+    assert len(set(every.tolist())) == every.numel() == 24        # no two heads alike
+    assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])  # same seed, same start
+    assert not any(torch.equal(runs[0][k], runs[2][k]) for k in runs[0])
+    _, model = build(synthetic_bin, extra=["--attn-fn", "entmax_alpha",
+                                           "--entmax-alpha-init", "1.7"])
+    for z in alphas_by_module(model).values():
+        assert torch.allclose(EntmaxAlpha.alpha_of(z), torch.tensor(1.7))
+    _, lstm = build(synthetic_bin, arch="sparse_lstm", extra=flags)
+    assert [z.shape for z in alphas_by_module(lstm).values()] == [(1,)]
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--attn-fn", "topk", "--topk", "0"], "--topk must be >= 1"),
     (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "2.5"], "--entmax-alpha-init"),
+    (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "rand"],
+     "--entmax-alpha-init must be 'random' or a number in"),
     (["--attn-fn", "entmax_alpha", "--entmax-bisect-iter", "0"], "--entmax-bisect-iter"),
 ])
 def test_infeasible_settings_fail_at_start_up(synthetic_bin, flags, message):

@@ -3,7 +3,15 @@
 import logging
 
 from ..modules import site_normalizer_name
-from ..normalizers import ALPHA_MAX, ALPHA_MIN, NAMES, SITES, check_fits
+from ..normalizers import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    NAMES,
+    RANDOM_INIT,
+    SITES,
+    check_fits,
+    parse_alpha_init,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -21,9 +29,11 @@ def add_attention_args(parser):
                         help="keys kept per query by top-k attention (default 8)")
     parser.add_argument("--topk-train-only", action="store_true",
                         help="top-k in training only; plain softmax at inference")
-    parser.add_argument("--entmax-alpha-init", type=float, metavar="A",
+    parser.add_argument("--entmax-alpha-init", metavar="A",
                         help="initial alpha of learned alpha-entmax, "
-                             f"in [{ALPHA_MIN}, {ALPHA_MAX}) (default 1.5)")
+                             f"in [{ALPHA_MIN}, {ALPHA_MAX}) (default 1.5), or {RANDOM_INIT!r}: "
+                             "each head's z (alpha = 1 + sigmoid(z)) drawn from N(0, 1), "
+                             "seeded by --seed, as Correia et al.'s code does")
     parser.add_argument("--entmax-bisect-iter", type=int, metavar="N",
                         help="bisection iterations of learned alpha-entmax (default 25)")
 
@@ -48,9 +58,7 @@ def check_attention_args(args):
     if "topk" in chosen.values() and args.topk < 1:
         raise ValueError(f"--topk must be >= 1, got {args.topk}")
     if "entmax_alpha" in chosen.values():
-        if not ALPHA_MIN <= args.entmax_alpha_init < ALPHA_MAX:
-            raise ValueError(f"--entmax-alpha-init must be in [{ALPHA_MIN}, {ALPHA_MAX}), "
-                             f"got {args.entmax_alpha_init}")
+        args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init, "--entmax-alpha-init")
         if args.entmax_bisect_iter < 1:
             raise ValueError(f"--entmax-bisect-iter must be >= 1, got {args.entmax_bisect_iter}")
     if chosen["encoder_self"] == "hard":

@@ -12,7 +12,7 @@ from fairseq.models import (
 from ..modules import normalizer_options
 from ..modules.bounded_attention import BoundedAttention
 from ..modules.lstm import SparseLSTMDecoder, SparseLSTMEncoder
-from ..normalizers import CONSTRAINED, NAMES, NormalizerOptions
+from ..normalizers import CONSTRAINED, NAMES, RANDOM_INIT, NormalizerOptions, parse_alpha_init
 from .fertility_args import (
     FertilityPredictorMixin,
     add_fertility_args,
@@ -47,7 +47,8 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
                             help=f"attention normaliser: {', '.join(LSTM_NAMES)}")
         parser.add_argument("--topk", type=int, metavar="K")
         parser.add_argument("--topk-train-only", action="store_true")
-        parser.add_argument("--entmax-alpha-init", type=float, metavar="A")
+        parser.add_argument("--entmax-alpha-init", metavar="A",
+                            help=f"initial alpha in [1.01, 2) or {RANDOM_INIT!r} (z ~ N(0, 1))")
         parser.add_argument("--entmax-bisect-iter", type=int, metavar="N")
         parser.add_argument("--coverage-vector", action="store_true",
                             help="add beta_{t-1,j} s_t^T v to the scores (Tu et al. 2016)")
@@ -57,6 +58,8 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
     def build_model(cls, args, task):
         sparse_lstm(args)
         try:
+            args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init,
+                                                      "--entmax-alpha-init")
             check_fertility_args(args)
             return cls._build(args, task)
         except ValueError as err:  # infeasible settings, unreadable fertility table

@@ -6,10 +6,19 @@ Each maps scores ``(B, H, T, S)`` with ``-inf`` on masked keys to attention weig
 """
 
 from dataclasses import dataclass
+from typing import Union
 
 from .base import SITES, Normalizer, Softmax
 from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
-from .entmax_family import ALPHA_MAX, ALPHA_MIN, Entmax15, EntmaxAlpha, Sparsemax
+from .entmax_family import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    RANDOM_INIT,
+    Entmax15,
+    EntmaxAlpha,
+    Sparsemax,
+    parse_alpha_init,
+)
 from .hard import HardRetrieval
 from .topk import TopK
 
@@ -20,7 +29,7 @@ class NormalizerOptions:
 
     topk: int = 8
     topk_train_only: bool = False
-    entmax_alpha_init: float = 1.5
+    entmax_alpha_init: Union[float, str] = 1.5  # or RANDOM_INIT
     entmax_bisect_iter: int = 25
 
 
@@ -73,8 +82,8 @@ def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = Nor
 
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "CONSTRAINED", "FITS", "NAMES", "SITES", "CSoftmax",
+    "ALPHA_MAX", "ALPHA_MIN", "CONSTRAINED", "FITS", "NAMES", "RANDOM_INIT", "SITES", "CSoftmax",
     "CSparsemax", "Entmax15", "EntmaxAlpha", "HardRetrieval", "InfeasibleBounds", "Normalizer",
     "NormalizerOptions", "Softmax", "Sparsemax", "TopK", "build_normalizer", "check_fits",
-    "csoftmax", "csparsemax",
+    "csoftmax", "csparsemax", "parse_alpha_init",
 ]

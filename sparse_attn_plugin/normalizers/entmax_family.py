@@ -17,6 +17,7 @@ precision: bisection returns NaN in float16/bfloat16).
 """
 
 import math
+from typing import Union
 
 import torch
 from entmax import entmax15, entmax_bisect, sparsemax
@@ -25,6 +26,26 @@ from torch import Tensor, nn
 from .base import Normalizer
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
+
+#: ``alpha_init`` that draws each head's pre-alpha ``z_h ~ N(0, 1)`` (torch's global
+#: generator, which fairseq seeds with ``--seed``), as the first author of Correia et al.
+#: (2019) does (``nn.Parameter(torch.randn(head_count))``, deep-spin/entmax issue 10).
+RANDOM_INIT = "random"
+
+
+def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str]:
+    """:data:`RANDOM_INIT`, or the initial alpha as a float in ``[1.01, 2)`` (given as a
+    number or its text); ValueError with one line naming ``name`` otherwise."""
+    if value == RANDOM_INIT:
+        return RANDOM_INIT
+    try:
+        alpha = float(value)
+    except (TypeError, ValueError):
+        alpha = math.nan
+    if not ALPHA_MIN <= alpha < ALPHA_MAX:
+        raise ValueError(f"{name} must be {RANDOM_INIT!r} or a number in "
+                         f"[{ALPHA_MIN}, {ALPHA_MAX}), got {value!r}")
+    return alpha
 
 
 class Sparsemax(Normalizer):
@@ -48,23 +69,45 @@ class EntmaxAlpha(Normalizer):
     unconstrained parameter ``z`` at every forward, so no optimiser step can move
     alpha out of its range (storing alpha itself as the parameter lets it escape).
 
+    ``z`` stays float32 when the model is cast to half precision (fairseq's trainer
+    calls ``model.half()`` under ``--fp16``, ``.to(torch.bfloat16)`` under ``--bf16``):
+    in float16 alpha would move in steps of about 1e-3 (2-10% of ``alpha - 1`` near
+    1.01-1.05) and its gradient, which grows like ``1 / (alpha - 1)^2``, would be rounded
+    to float16. Casts to float64 and moves between devices apply as usual.
+
     Args:
         num_heads: attention heads of the module this normaliser serves.
-        alpha_init: initial alpha of every head, in [1.01, 2).
+        alpha_init: initial alpha of every head, in [1.01, 2), or :data:`RANDOM_INIT`
+            for ``z_h ~ N(0, 1)``, one draw per head.
         n_iter: bisection iterations; 25 halvings reach float32 precision.
     """
 
-    def __init__(self, num_heads: int, alpha_init: float = 1.5, n_iter: int = 25):
+    def __init__(self, num_heads: int, alpha_init: Union[float, str] = 1.5, n_iter: int = 25):
         super().__init__()
-        if not ALPHA_MIN <= alpha_init < ALPHA_MAX:
-            raise ValueError(
-                f"entmax alpha init must be in [{ALPHA_MIN}, {ALPHA_MAX}), got {alpha_init}"
-            )
+        alpha_init = parse_alpha_init(alpha_init)
         if n_iter < 1:
             raise ValueError(f"entmax bisection needs at least 1 iteration, got {n_iter}")
-        logit = math.log((alpha_init - 1.0) / (2.0 - alpha_init))
-        self.alpha_logit = nn.Parameter(torch.full((num_heads,), logit))
+        if alpha_init == RANDOM_INIT:
+            logit = torch.randn(num_heads)
+        else:
+            logit = torch.full((num_heads,), math.log((alpha_init - 1.0) / (2.0 - alpha_init)))
+        self.alpha_logit = nn.Parameter(logit)
         self.n_iter = n_iter
+
+    def _apply(self, fn, recurse=True):
+        """``nn.Module``'s conversions (``.half()``, ``.to(dtype)``, ``.cuda()``, ...), except
+        that ``alpha_logit`` and its gradient are never narrowed below float32: where
+        ``fn`` would give float16/bfloat16, the float32 tensor moves to ``fn``'s device."""
+        logit, grad = self.alpha_logit, self.alpha_logit.grad
+
+        def at_least_float32(tensor):
+            out = fn(tensor)
+            if tensor is not logit and tensor is not grad:
+                return out
+            wide = torch.promote_types(out.dtype, torch.float32)
+            return out if out.dtype == wide else tensor.to(device=out.device, dtype=wide)
+
+        return super()._apply(at_least_float32, recurse)
 
     def alpha(self) -> Tensor:
         """The current alpha of each head, shape ``(H,)``."""
