@@ -4,6 +4,7 @@ search with coverage state, the fertility predictor's loss, the task's fertility
 coverage-penalty rescoring."""
 
 import math
+import shutil
 from argparse import Namespace
 
 import pytest
@@ -13,11 +14,12 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 from fairseq.sequence_generator import SequenceGenerator
 
 from sparse_attn_plugin.modules.fertility import FertilityError
+from sparse_attn_plugin.modules.fertility_predictor import FertilityPredictor
 from sparse_attn_plugin.modules.source_layout import SourceLayout
 from sparse_attn_plugin.tasks.coverage_penalty import CoverageSequenceGenerator, gnmt_score
 from sparse_attn_plugin.tasks.sparse_translation import fertility_path
 
-from models import batch, build, decode_incrementally, peaked, teacher_forced
+from models import batch, build, decode_incrementally, parse, peaked, teacher_forced
 
 LSTM = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--dropout", "0",
         "--task", "sparse_translation"]
@@ -221,6 +223,74 @@ def test_generation_uses_the_predictor_plus_slack(synthetic_bin):
     layout = SourceLayout(src.eq(task.source_dictionary.pad()), sink=True)
     words = ~src.eq(task.source_dictionary.pad()) & src.ne(task.source_dictionary.eos())
     torch.testing.assert_close(layout.to_source(bounds)[words], expected[words])
+
+
+def test_predicted_bounds_mean_the_same_in_training_and_decoding(synthetic_bin):
+    """The tagger learns the aligner's counts clamped to at least 1, so once it predicts
+    them exactly, decoding's bounds ``E[f] + slack`` equal training's ``max(c, 1) + slack``,
+    also for the tokens the aligner left unaligned (count 0)."""
+    task, model = lstm(synthetic_bin, *CONSTRAINED, *PREDICTOR, "--fertility-slack", "1")
+    sample = batch(task, split="train", size=8)
+    src, lengths = sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"]
+    counts = sample["net_input"]["src_fertility"]
+    words = src.ne(task.source_dictionary.pad()) & src.ne(task.source_dictionary.eos())
+    assert counts[words].eq(0).any() and counts[words].ge(2).any()
+    predictor = model.fertility_predictor
+    logits = torch.zeros(*src.shape, predictor.max_fertility, requires_grad=True)
+    optimizer = torch.optim.Adam([logits], lr=0.5)
+    for _ in range(200):                      # logits minimising the tagger's own loss
+        optimizer.zero_grad()
+        predictor.loss(logits, counts, words)[0].backward()
+        optimizer.step()
+    predictor.forward = lambda tokens: logits.detach()   # a tagger that predicts exactly
+    with torch.no_grad():
+        trained = model.train().encoder(src, lengths, counts)["fertility"][0]
+        decoded = model.eval().encoder(src, lengths)["fertility"][0]
+    layout = SourceLayout(src.eq(task.source_dictionary.pad()), sink=True)
+    trained, decoded = layout.to_source(trained)[words], layout.to_source(decoded)[words]
+    assert trained[counts[words].eq(0)].eq(2).all()      # unaligned: max(0, 1) + 1
+    torch.testing.assert_close(decoded, trained, atol=1e-2, rtol=0)
+
+
+def test_tagger_loss_and_expectation_match_a_direct_computation():
+    """Classes 1..K, counts clamped to [1, K], NLL weight 0.5 on fertility 1 (the authors'
+    ``custom_weight``), expectation over 1..K."""
+    predictor = FertilityPredictor(20, 1, 4, 4, 1, 0.0, max_fertility=5)
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 5)
+    counts = torch.tensor([[0.0, 1.0, 2.0, 7.0], [5.0, 3.0, 0.0, 1.0]])
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    mask[1, 3] = False
+    loss, correct = predictor.loss(logits, counts, mask)
+    expected, right = 0.0, 0
+    for b, s in mask.nonzero().tolist():
+        k = min(5, max(1, int(counts[b, s])))
+        weight = 0.5 if k == 1 else 1.0
+        expected -= weight * torch.log_softmax(logits[b, s], dim=-1)[k - 1].item()
+        right += int(logits[b, s].argmax()) + 1 == k
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    assert correct.item() == right
+    mean = (torch.softmax(logits, dim=-1) * torch.arange(1.0, 6.0)).sum(-1)
+    torch.testing.assert_close(predictor.expected(logits), mean)
+
+
+def test_tagger_classes_cover_the_largest_training_count(synthetic_bin, tmp_path):
+    """K = max(--fertility-max, largest training count), as the authors' code sets it; a
+    model loaded from a checkpoint keeps the K its arguments carry."""
+    data = tmp_path / "data"
+    shutil.copytree(synthetic_bin, data)
+    path = fertility_path(data, "train", "src", "tgt")
+    lines = path.read_text().splitlines()
+    lines[0] = " ".join(["13", *lines[0].split()[1:]])
+    path.write_text("\n".join(lines) + "\n")
+    flags = ["sparse_lstm", [*LSTM, *CONSTRAINED, *PREDICTOR]]
+    task, model = build(data, *flags)
+    assert model.fertility_predictor.max_fertility == 13
+    assert model.fertility_predictor.classify.out_features == 13
+    _, default = build(synthetic_bin, *flags)             # gold counts are at most 3
+    assert default.fertility_predictor.classify.out_features == 10
+    loaded = task.build_model(parse(data, *flags), from_checkpoint=True)
+    assert loaded.fertility_predictor.classify.out_features == 10
 
 
 def fertility_criterion(task, only=False):

@@ -43,7 +43,9 @@ def add_fertility_args(parser):
     parser.add_argument("--fertility-predictor-layers", type=int, metavar="N")
     parser.add_argument("--fertility-predictor-dropout", type=float, metavar="P")
     parser.add_argument("--fertility-max", type=int, metavar="K",
-                        help="largest fertility class of the predictor (default 10)")
+                        help="the predictor's classes are fertilities 1..K, K the larger "
+                             "of this and the largest count in the training fertilities "
+                             "(default 10)")
 
 
 def set_fertility_defaults(args):
