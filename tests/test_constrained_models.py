@@ -103,9 +103,35 @@ def test_lstm_attention_never_exceeds_fertility(synthetic_bin, name):
     assert coverage[rows, lengths].max() > 1                   # the sink took the rest
 
 
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+@pytest.mark.parametrize("name", ["csparsemax", "csoftmax"])
+def test_constrained_attention_without_the_sink_is_refused_unless_opted_in(
+        synthetic_bin, arch, name):
+    """The paper always uses the sink: without it a model stops at start-up with one
+    line, unless --attn-rows-may-sum-below-one says the rows may sum to less than 1."""
+    site = ["--attn-fn", name] if arch == "lstm" else [
+        "--task", "sparse_translation", "--decoder-cross-attn-fn", name]
+    flags = [*site, "--fertility-value", "0.1"]
+    make = lstm if arch == "lstm" else (
+        lambda data, *extra: build(data, "sparse_transformer", list(extra)))
+    with pytest.raises(SystemExit) as stop:
+        make(synthetic_bin, *flags)
+    message = str(stop.value.code)
+    assert message.startswith(f"error: {name} attention needs --sink-token")
+    assert "--attn-rows-may-sum-below-one" in message and "\n" not in message
+    task, model = make(synthetic_bin, *flags, "--attn-rows-may-sum-below-one")
+    sample = batch(task, size=6)
+    with torch.no_grad():
+        attn = model_attention(peaked(model), sample)
+    real = sample["target"].ne(task.target_dictionary.pad())
+    sums = attn.sum(-1)[real]
+    assert sums.max() <= 1 + 1e-5 and sums.min() < 0.999   # what the flag's name says
+
+
 @pytest.mark.parametrize("arch,flags", [
     ("lstm", [*CONSTRAINED, "--coverage-vector"]),
-    ("lstm", ["--attn-fn", "csoftmax", "--fertility-value", "1.5"]),
+    ("lstm", ["--attn-fn", "csoftmax", "--fertility-value", "1.5",
+              "--attn-rows-may-sum-below-one"]),
     ("lstm", ["--attn-fn", "sparsemax", "--coverage-vector"]),
     ("transformer", []),
     ("transformer", ["--decoder-cross-attn-fn", "csoftmax"]),

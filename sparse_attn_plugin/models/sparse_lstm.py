@@ -18,6 +18,7 @@ from .fertility_args import (
     add_fertility_args,
     build_fertility,
     check_fertility_args,
+    check_sink,
     set_fertility_defaults,
 )
 
@@ -58,6 +59,7 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
         sparse_lstm(args)
         try:
             check_fertility_args(args)
+            check_sink(args, args.attn_fn)
             return cls._build(args, task)
         except ValueError as err:  # infeasible settings, unreadable fertility table
             raise SystemExit(f"error: {err}") from None
