@@ -26,6 +26,7 @@ LSTM = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--dropout",
 CONSTRAINED = ["--attn-fn", "csparsemax", "--sink-token", "--exhaustion-c", "0.2"]
 PREDICTOR = ["--fertility", "predicted", "--fertility-predictor-embed-dim", "8",
              "--fertility-predictor-hidden-size", "8", "--fertility-predictor-dropout", "0"]
+REFERENCE_COVERAGE = ["--coverage-vector", "--coverage-vector-form", "reference"]
 TRANSFORMER = ["--task", "sparse_translation", "--decoder-cross-attn-fn", "csparsemax",
                "--sink-token", "--exhaustion-c", "0.2"]
 
@@ -130,6 +131,7 @@ def test_constrained_attention_without_the_sink_is_refused_unless_opted_in(
 
 @pytest.mark.parametrize("arch,flags", [
     ("lstm", [*CONSTRAINED, "--coverage-vector"]),
+    ("lstm", [*CONSTRAINED, "--coverage-vector", "--coverage-vector-form", "reference"]),
     ("lstm", ["--attn-fn", "csoftmax", "--fertility-value", "1.5",
               "--attn-rows-may-sum-below-one"]),
     ("lstm", ["--attn-fn", "sparsemax", "--coverage-vector"]),
@@ -154,7 +156,7 @@ def test_beam_search_equals_teacher_forced_rescoring(synthetic_bin, arch, beta):
     """Every piece of state (LSTM cells, input feed, coverage, cached keys) is reordered
     with the beam: each hypothesis's scores and attention equal a teacher-forced pass,
     and with the coverage penalty its score is the GNMT score of that attention."""
-    flags = [*CONSTRAINED, "--coverage-vector"] if arch == "lstm" else []
+    flags = [*CONSTRAINED, *REFERENCE_COVERAGE] if arch == "lstm" else []
     task, model = (lstm if arch == "lstm" else transformer)(synthetic_bin, *flags)
     peaked(model, seed=1)
     sample = batch(task, size=4)
@@ -178,6 +180,39 @@ def test_beam_search_equals_teacher_forced_rescoring(synthetic_bin, arch, beta):
                 assert hypo["score"].item() == pytest.approx(expected, abs=1e-3)
                 reordered += rank > 0 and expected > beams[rank - 1]["score"].item() + 1e-6
     assert reordered == 0, "hypotheses are not sorted by their rescored score"
+
+
+@pytest.mark.parametrize("form", ["paper", "reference"])
+def test_coverage_vector_scores_match_a_direct_computation(synthetic_bin, form):
+    """paper: ``z_tj = s_t^T (W h_j + v beta_{t-1,j})``; reference (the authors' code):
+    ``z_tj = (W^T s_t + v beta_{t-1,j})^T h_j``, ``v`` of the encoder's size."""
+    task, model = lstm(synthetic_bin, "--attn-fn", "softmax", "--decoder-hidden-size", "12",
+                       "--coverage-vector", "--coverage-vector-form", form)
+    decoder = model.decoder
+    v = decoder.coverage_weight if form == "paper" else decoder.coverage_key_weight
+    assert v.shape == ((12,) if form == "paper" else (16,))
+    assert (v.eq(0).all() if form == "paper" else v.abs().le(0.1).all() and v.ne(0).any())
+    peaked(model)
+    seen, queries = [], []
+    step = decoder.attention.step
+    decoder.attention.step = lambda scores, coverage, fertility: (
+        seen.append((scores[:, 0, 0], coverage[:, 0, 0])) or step(scores, coverage, fertility))
+    decoder.layers[-1].register_forward_hook(lambda cell, args, out: queries.append(out[0]))
+    sample = batch(task, size=4)
+    with torch.no_grad():
+        encoder_out = model.encoder(**inputs(sample, "src_tokens", "src_lengths"))
+        decoder(sample["net_input"]["prev_output_tokens"], encoder_out)
+    memory = encoder_out["encoder_out"][0]                          # h_j, (B, S, 16)
+    real = ~encoder_out["padding_mask"][0]
+    bilinear = memory @ decoder.key_proj.weight.T                   # W h_j, (B, S, 12)
+    for (scores, beta), s in zip(seen, queries):
+        if form == "paper":
+            direct = torch.einsum("bsh,bh->bs", bilinear + beta[..., None] * v, s)
+        else:
+            w_s = s @ decoder.key_proj.weight                       # W^T s_t, (B, 16)
+            direct = torch.einsum("bsh,bsh->bs", w_s[:, None] + beta[..., None] * v, memory)
+        torch.testing.assert_close(scores[real], direct[real], atol=1e-4, rtol=1e-5)
+    assert seen[-1][1].abs().sum() > 0                              # coverage took part
 
 
 # --- fertilities from data and the predictor --------------------------------------------
