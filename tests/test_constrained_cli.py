@@ -117,6 +117,19 @@ def test_guided_fertility_needs_its_table(synthetic_bin, tmp_path):
     assert "missing.tsv does not exist" in one_line_error(proc)
 
 
+def test_constrained_attention_without_the_sink_stops_fairseq_train_with_one_line(
+        synthetic_bin, tmp_path):
+    no_sink = [flag for flag in LSTM if flag != "--sink-token"]
+    proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN, "--cpu", *no_sink,
+                "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000", "--max-update",
+                "1", "--save-dir", tmp_path], check=False)
+    assert proc.returncode == 1
+    assert one_line_error(proc) == (
+        "error: csparsemax attention needs --sink-token (as in the paper): without it the "
+        "weights sum to less than 1 once the fertilities are spent; pass "
+        "--attn-rows-may-sum-below-one to run without the sink anyway")
+
+
 def test_a_prepared_corpus_trains_a_constrained_model_with_no_manual_step(tmp_path):
     """data_prep --fertility output is what --task sparse_translation reads: the predictor
     trains on the aligner's fertilities and the model decodes (KFTT's fixture archive)."""

@@ -4,6 +4,7 @@ search with coverage state, the fertility predictor's loss, the task's fertility
 coverage-penalty rescoring."""
 
 import math
+import shutil
 from argparse import Namespace
 
 import pytest
@@ -13,17 +14,19 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 from fairseq.sequence_generator import SequenceGenerator
 
 from sparse_attn_plugin.modules.fertility import FertilityError
+from sparse_attn_plugin.modules.fertility_predictor import FertilityPredictor
 from sparse_attn_plugin.modules.source_layout import SourceLayout
 from sparse_attn_plugin.tasks.coverage_penalty import CoverageSequenceGenerator, gnmt_score
 from sparse_attn_plugin.tasks.sparse_translation import fertility_path
 
-from models import batch, build, decode_incrementally, peaked, teacher_forced
+from models import batch, build, decode_incrementally, parse, peaked, teacher_forced
 
 LSTM = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--dropout", "0",
         "--task", "sparse_translation"]
 CONSTRAINED = ["--attn-fn", "csparsemax", "--sink-token", "--exhaustion-c", "0.2"]
 PREDICTOR = ["--fertility", "predicted", "--fertility-predictor-embed-dim", "8",
              "--fertility-predictor-hidden-size", "8", "--fertility-predictor-dropout", "0"]
+REFERENCE_COVERAGE = ["--coverage-vector", "--coverage-vector-form", "reference"]
 TRANSFORMER = ["--task", "sparse_translation", "--decoder-cross-attn-fn", "csparsemax",
                "--sink-token", "--exhaustion-c", "0.2"]
 
@@ -101,9 +104,36 @@ def test_lstm_attention_never_exceeds_fertility(synthetic_bin, name):
     assert coverage[rows, lengths].max() > 1                   # the sink took the rest
 
 
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+@pytest.mark.parametrize("name", ["csparsemax", "csoftmax"])
+def test_constrained_attention_without_the_sink_is_refused_unless_opted_in(
+        synthetic_bin, arch, name):
+    """The paper always uses the sink: without it a model stops at start-up with one
+    line, unless --attn-rows-may-sum-below-one says the rows may sum to less than 1."""
+    site = ["--attn-fn", name] if arch == "lstm" else [
+        "--task", "sparse_translation", "--decoder-cross-attn-fn", name]
+    flags = [*site, "--fertility-value", "0.1"]
+    make = lstm if arch == "lstm" else (
+        lambda data, *extra: build(data, "sparse_transformer", list(extra)))
+    with pytest.raises(SystemExit) as stop:
+        make(synthetic_bin, *flags)
+    message = str(stop.value.code)
+    assert message.startswith(f"error: {name} attention needs --sink-token")
+    assert "--attn-rows-may-sum-below-one" in message and "\n" not in message
+    task, model = make(synthetic_bin, *flags, "--attn-rows-may-sum-below-one")
+    sample = batch(task, size=6)
+    with torch.no_grad():
+        attn = model_attention(peaked(model), sample)
+    real = sample["target"].ne(task.target_dictionary.pad())
+    sums = attn.sum(-1)[real]
+    assert sums.max() <= 1 + 1e-5 and sums.min() < 0.999   # what the flag's name says
+
+
 @pytest.mark.parametrize("arch,flags", [
     ("lstm", [*CONSTRAINED, "--coverage-vector"]),
-    ("lstm", ["--attn-fn", "csoftmax", "--fertility-value", "1.5"]),
+    ("lstm", [*CONSTRAINED, "--coverage-vector", "--coverage-vector-form", "reference"]),
+    ("lstm", ["--attn-fn", "csoftmax", "--fertility-value", "1.5",
+              "--attn-rows-may-sum-below-one"]),
     ("lstm", ["--attn-fn", "sparsemax", "--coverage-vector"]),
     ("transformer", []),
     ("transformer", ["--decoder-cross-attn-fn", "csoftmax"]),
@@ -126,7 +156,7 @@ def test_beam_search_equals_teacher_forced_rescoring(synthetic_bin, arch, beta):
     """Every piece of state (LSTM cells, input feed, coverage, cached keys) is reordered
     with the beam: each hypothesis's scores and attention equal a teacher-forced pass,
     and with the coverage penalty its score is the GNMT score of that attention."""
-    flags = [*CONSTRAINED, "--coverage-vector"] if arch == "lstm" else []
+    flags = [*CONSTRAINED, *REFERENCE_COVERAGE] if arch == "lstm" else []
     task, model = (lstm if arch == "lstm" else transformer)(synthetic_bin, *flags)
     peaked(model, seed=1)
     sample = batch(task, size=4)
@@ -150,6 +180,39 @@ def test_beam_search_equals_teacher_forced_rescoring(synthetic_bin, arch, beta):
                 assert hypo["score"].item() == pytest.approx(expected, abs=1e-3)
                 reordered += rank > 0 and expected > beams[rank - 1]["score"].item() + 1e-6
     assert reordered == 0, "hypotheses are not sorted by their rescored score"
+
+
+@pytest.mark.parametrize("form", ["paper", "reference"])
+def test_coverage_vector_scores_match_a_direct_computation(synthetic_bin, form):
+    """paper: ``z_tj = s_t^T (W h_j + v beta_{t-1,j})``; reference (the authors' code):
+    ``z_tj = (W^T s_t + v beta_{t-1,j})^T h_j``, ``v`` of the encoder's size."""
+    task, model = lstm(synthetic_bin, "--attn-fn", "softmax", "--decoder-hidden-size", "12",
+                       "--coverage-vector", "--coverage-vector-form", form)
+    decoder = model.decoder
+    v = decoder.coverage_weight if form == "paper" else decoder.coverage_key_weight
+    assert v.shape == ((12,) if form == "paper" else (16,))
+    assert (v.eq(0).all() if form == "paper" else v.abs().le(0.1).all() and v.ne(0).any())
+    peaked(model)
+    seen, queries = [], []
+    step = decoder.attention.step
+    decoder.attention.step = lambda scores, coverage, fertility: (
+        seen.append((scores[:, 0, 0], coverage[:, 0, 0])) or step(scores, coverage, fertility))
+    decoder.layers[-1].register_forward_hook(lambda cell, args, out: queries.append(out[0]))
+    sample = batch(task, size=4)
+    with torch.no_grad():
+        encoder_out = model.encoder(**inputs(sample, "src_tokens", "src_lengths"))
+        decoder(sample["net_input"]["prev_output_tokens"], encoder_out)
+    memory = encoder_out["encoder_out"][0]                          # h_j, (B, S, 16)
+    real = ~encoder_out["padding_mask"][0]
+    bilinear = memory @ decoder.key_proj.weight.T                   # W h_j, (B, S, 12)
+    for (scores, beta), s in zip(seen, queries):
+        if form == "paper":
+            direct = torch.einsum("bsh,bh->bs", bilinear + beta[..., None] * v, s)
+        else:
+            w_s = s @ decoder.key_proj.weight                       # W^T s_t, (B, 16)
+            direct = torch.einsum("bsh,bsh->bs", w_s[:, None] + beta[..., None] * v, memory)
+        torch.testing.assert_close(scores[real], direct[real], atol=1e-4, rtol=1e-5)
+    assert seen[-1][1].abs().sum() > 0                              # coverage took part
 
 
 # --- fertilities from data and the predictor --------------------------------------------
@@ -221,6 +284,74 @@ def test_generation_uses_the_predictor_plus_slack(synthetic_bin):
     layout = SourceLayout(src.eq(task.source_dictionary.pad()), sink=True)
     words = ~src.eq(task.source_dictionary.pad()) & src.ne(task.source_dictionary.eos())
     torch.testing.assert_close(layout.to_source(bounds)[words], expected[words])
+
+
+def test_predicted_bounds_mean_the_same_in_training_and_decoding(synthetic_bin):
+    """The tagger learns the aligner's counts clamped to at least 1, so once it predicts
+    them exactly, decoding's bounds ``E[f] + slack`` equal training's ``max(c, 1) + slack``,
+    also for the tokens the aligner left unaligned (count 0)."""
+    task, model = lstm(synthetic_bin, *CONSTRAINED, *PREDICTOR, "--fertility-slack", "1")
+    sample = batch(task, split="train", size=8)
+    src, lengths = sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"]
+    counts = sample["net_input"]["src_fertility"]
+    words = src.ne(task.source_dictionary.pad()) & src.ne(task.source_dictionary.eos())
+    assert counts[words].eq(0).any() and counts[words].ge(2).any()
+    predictor = model.fertility_predictor
+    logits = torch.zeros(*src.shape, predictor.max_fertility, requires_grad=True)
+    optimizer = torch.optim.Adam([logits], lr=0.5)
+    for _ in range(200):                      # logits minimising the tagger's own loss
+        optimizer.zero_grad()
+        predictor.loss(logits, counts, words)[0].backward()
+        optimizer.step()
+    predictor.forward = lambda tokens: logits.detach()   # a tagger that predicts exactly
+    with torch.no_grad():
+        trained = model.train().encoder(src, lengths, counts)["fertility"][0]
+        decoded = model.eval().encoder(src, lengths)["fertility"][0]
+    layout = SourceLayout(src.eq(task.source_dictionary.pad()), sink=True)
+    trained, decoded = layout.to_source(trained)[words], layout.to_source(decoded)[words]
+    assert trained[counts[words].eq(0)].eq(2).all()      # unaligned: max(0, 1) + 1
+    torch.testing.assert_close(decoded, trained, atol=1e-2, rtol=0)
+
+
+def test_tagger_loss_and_expectation_match_a_direct_computation():
+    """Classes 1..K, counts clamped to [1, K], NLL weight 0.5 on fertility 1 (the authors'
+    ``custom_weight``), expectation over 1..K."""
+    predictor = FertilityPredictor(20, 1, 4, 4, 1, 0.0, max_fertility=5)
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 5)
+    counts = torch.tensor([[0.0, 1.0, 2.0, 7.0], [5.0, 3.0, 0.0, 1.0]])
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    mask[1, 3] = False
+    loss, correct = predictor.loss(logits, counts, mask)
+    expected, right = 0.0, 0
+    for b, s in mask.nonzero().tolist():
+        k = min(5, max(1, int(counts[b, s])))
+        weight = 0.5 if k == 1 else 1.0
+        expected -= weight * torch.log_softmax(logits[b, s], dim=-1)[k - 1].item()
+        right += int(logits[b, s].argmax()) + 1 == k
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    assert correct.item() == right
+    mean = (torch.softmax(logits, dim=-1) * torch.arange(1.0, 6.0)).sum(-1)
+    torch.testing.assert_close(predictor.expected(logits), mean)
+
+
+def test_tagger_classes_cover_the_largest_training_count(synthetic_bin, tmp_path):
+    """K = max(--fertility-max, largest training count), as the authors' code sets it; a
+    model loaded from a checkpoint keeps the K its arguments carry."""
+    data = tmp_path / "data"
+    shutil.copytree(synthetic_bin, data)
+    path = fertility_path(data, "train", "src", "tgt")
+    lines = path.read_text().splitlines()
+    lines[0] = " ".join(["13", *lines[0].split()[1:]])
+    path.write_text("\n".join(lines) + "\n")
+    flags = ["sparse_lstm", [*LSTM, *CONSTRAINED, *PREDICTOR]]
+    task, model = build(data, *flags)
+    assert model.fertility_predictor.max_fertility == 13
+    assert model.fertility_predictor.classify.out_features == 13
+    _, default = build(synthetic_bin, *flags)             # gold counts are at most 3
+    assert default.fertility_predictor.classify.out_features == 10
+    loaded = task.build_model(parse(data, *flags), from_checkpoint=True)
+    assert loaded.fertility_predictor.classify.out_features == 10
 
 
 def fertility_criterion(task, only=False):

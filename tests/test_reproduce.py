@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fairseq import options
 from reproduction_fakes import fake_generate, fake_train
 
 from data_prep import recipe, wmt14_en_de
@@ -22,6 +23,8 @@ from sparse_attn_plugin.reproduction import batch, fertility_data
 from sparse_attn_plugin.reproduction import config as reproduction_config
 from sparse_attn_plugin.reproduction.config import flag_value
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
+
+from conftest import PLUGIN
 
 CONFIG = REPO_ROOT / "configs" / "xu2021_hard_attention.json"
 
@@ -150,6 +153,25 @@ def test_constrained_config_plans_every_model_and_fertility_source():
     penalty = [r for r in smoke if r.get("generate")]
     assert [r["model"] for r in penalty] == ["softmax", "sparsemax"]
     assert penalty[0]["train"] == "softmax" and penalty[0]["key"] != smoke[0]["key"]
+
+
+def test_constrained_config_trains_the_lstm_as_the_authors_did():
+    """Every full-run model divides the loss by sentences, as the authors' OpenNMT fork
+    (``-normalization sents``), and the CovVector rows score the authors' form
+    ``(W s + v beta_j)^T h_j``: read from the flags as fairseq-train reads them."""
+    config = reproduction_config.load_config(MALAVIYA)
+    rows = [row for _, rows in reproduction_config.resolve_tables(config, False) for row in rows]
+    covvector = 0
+    for row in rows:
+        flags = [*reproduction_config.run_settings(config, False, row["corpus"])["train_flags"],
+                 *config["models"][row["model"]]]
+        args = options.parse_args_and_arch(options.get_training_parser(),
+                                           ["data", "--user-dir", PLUGIN, *flags])
+        assert args.sentence_avg, row["label"]
+        if "CovVector" in row["label"]:
+            assert args.coverage_vector and args.coverage_vector_form == "reference"
+            covvector += 1
+    assert covvector == 6  # softmax and sparsemax + CovVector, three corpora
 
 
 def test_fertility_flags_and_post_processing_are_read_like_fairseq():

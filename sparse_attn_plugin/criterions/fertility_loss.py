@@ -3,9 +3,10 @@
 ``--criterion label_smoothed_cross_entropy_with_fertility`` trains the translation
 model and, in the same run, the fertility predictor of ``--fertility predicted``
 (Malaviya et al. 2018): ``loss = L_translation + lambda * L_fertility``, with
-``L_fertility`` the summed cross-entropy of the tagger on the aligner's per-token counts
-(``net_input["src_fertility"]``; the source EOS is not scored). The predictor has its
-own embeddings and the translation model reads the aligner's counts in training, so
+``L_fertility`` the tagger's summed, class-weighted NLL on the aligner's per-token counts
+clamped to its classes ``1..K`` (``net_input["src_fertility"]``; the source EOS is not
+scored; see :mod:`sparse_attn_plugin.modules.fertility_predictor`). The predictor has
+its own embeddings and the translation model reads the aligner's counts in training, so
 neither loss's gradient reaches the other's parameters. With
 ``--fertility-loss-only`` only the predictor is trained (the translation loss is
 computed for the logs, without gradient).

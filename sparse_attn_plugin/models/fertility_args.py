@@ -3,10 +3,12 @@ fertility strategy and the fertility predictor, shared by the LSTM and the trans
 
 from ..modules.fertility import STRATEGIES, Fertility
 from ..modules.fertility_predictor import FertilityPredictor
+from ..normalizers import CONSTRAINED
 
 #: Flag defaults; the predictor's sizes are the reference tagger's.
 DEFAULTS = {
     "sink_token": False,
+    "attn_rows_may_sum_below_one": False,
     "exhaustion_c": 0.0,
     "fertility": "constant",
     "fertility_value": 2.0,
@@ -23,7 +25,13 @@ DEFAULTS = {
 def add_fertility_args(parser):
     """Add the sink, exhaustion and fertility flags."""
     parser.add_argument("--sink-token", action="store_true",
-                        help="append a sink with unbounded fertility to every source sentence")
+                        help="append a sink with unbounded fertility to every source sentence "
+                             "(required by csoftmax/csparsemax unless "
+                             "--attn-rows-may-sum-below-one)")
+    parser.add_argument("--attn-rows-may-sum-below-one", action="store_true",
+                        help="run csoftmax/csparsemax without --sink-token: a step whose "
+                             "remaining fertilities sum below 1 gives attention weights that "
+                             "sum to less than 1")
     parser.add_argument("--exhaustion-c", type=float, metavar="C",
                         help="exhaustion strategy: add C times the remaining fertility to the "
                              "scores (0.2 in the paper; default 0)")
@@ -43,7 +51,9 @@ def add_fertility_args(parser):
     parser.add_argument("--fertility-predictor-layers", type=int, metavar="N")
     parser.add_argument("--fertility-predictor-dropout", type=float, metavar="P")
     parser.add_argument("--fertility-max", type=int, metavar="K",
-                        help="largest fertility class of the predictor (default 10)")
+                        help="the predictor's classes are fertilities 1..K, K the larger "
+                             "of this and the largest count in the training fertilities "
+                             "(default 10)")
 
 
 def set_fertility_defaults(args):
@@ -65,6 +75,16 @@ def check_fertility_args(args):
         raise ValueError(f"--fertility-slack must be >= 0, got {args.fertility_slack}")
     if args.fertility_max < 1:
         raise ValueError(f"--fertility-max must be >= 1, got {args.fertility_max}")
+
+
+def check_sink(args, name: str):
+    """Raise ValueError (one line) for constrained attention ``name`` without the sink,
+    unless the user opted in: without it a step's bounds ``max(0, f - beta)`` can sum
+    below 1 and the weights then sum to less than 1 (the paper always uses the sink)."""
+    if name in CONSTRAINED and not args.sink_token and not args.attn_rows_may_sum_below_one:
+        raise ValueError(f"{name} attention needs --sink-token (as in the paper): without it "
+                         "the weights sum to less than 1 once the fertilities are spent; pass "
+                         "--attn-rows-may-sum-below-one to run without the sink anyway")
 
 
 def build_fertility(args, dictionary) -> Fertility:

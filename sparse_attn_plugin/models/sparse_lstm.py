@@ -11,13 +11,14 @@ from fairseq.models import (
 
 from ..modules import normalizer_options
 from ..modules.bounded_attention import BoundedAttention
-from ..modules.lstm import SparseLSTMDecoder, SparseLSTMEncoder
+from ..modules.lstm import COVERAGE_FORMS, SparseLSTMDecoder, SparseLSTMEncoder
 from ..normalizers import CONSTRAINED, NAMES, RANDOM_INIT, NormalizerOptions, parse_alpha_init
 from .fertility_args import (
     FertilityPredictorMixin,
     add_fertility_args,
     build_fertility,
     check_fertility_args,
+    check_sink,
     set_fertility_defaults,
 )
 
@@ -51,7 +52,11 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
                             help=f"initial alpha in [1.01, 2) or {RANDOM_INIT!r} (z ~ N(0, 1))")
         parser.add_argument("--entmax-bisect-iter", type=int, metavar="N")
         parser.add_argument("--coverage-vector", action="store_true",
-                            help="add beta_{t-1,j} s_t^T v to the scores (Tu et al. 2016)")
+                            help="add a coverage vector term to the scores (Tu et al. 2016)")
+        parser.add_argument("--coverage-vector-form", choices=COVERAGE_FORMS,
+                            help="with --coverage-vector: 'paper' adds beta_{t-1,j} s_t^T v "
+                                 "(the paper's text; default), 'reference' adds "
+                                 "beta_{t-1,j} v^T h_j (the authors' code)")
         add_fertility_args(parser)
 
     @classmethod
@@ -61,6 +66,7 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
             args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init,
                                                       "--entmax-alpha-init")
             check_fertility_args(args)
+            check_sink(args, args.attn_fn)
             return cls._build(args, task)
         except ValueError as err:  # infeasible settings, unreadable fertility table
             raise SystemExit(f"error: {err}") from None
@@ -68,6 +74,9 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
     @classmethod
     def _build(cls, args, task):
         constrained = args.attn_fn in CONSTRAINED
+        if args.coverage_vector_form != "paper" and not args.coverage_vector:
+            logger.warning("--coverage-vector-form %s has no effect without --coverage-vector",
+                           args.coverage_vector_form)
         if not constrained and (args.exhaustion_c or args.fertility != "constant"):
             logger.warning("--exhaustion-c and --fertility only act on csoftmax/csparsemax "
                            "attention; %s ignores them", args.attn_fn)
@@ -80,7 +89,8 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
         decoder = SparseLSTMDecoder(
             task.target_dictionary, args.decoder_embed_dim, args.decoder_hidden_size,
             args.decoder_layers, args.dropout, args.dropout, args.encoder_hidden_size,
-            attention, args.coverage_vector, args.share_decoder_input_output_embed)
+            attention, args.coverage_vector_form if args.coverage_vector else None,
+            args.share_decoder_input_output_embed)
         return cls(encoder, decoder)
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, src_fertility=None):
@@ -113,6 +123,7 @@ def sparse_lstm(args):
     _default(args, "entmax_alpha_init", options.entmax_alpha_init)
     _default(args, "entmax_bisect_iter", options.entmax_bisect_iter)
     _default(args, "coverage_vector", False)
+    _default(args, "coverage_vector_form", "paper")
     _default(args, "share_decoder_input_output_embed", False)
     set_fertility_defaults(args)
 

@@ -23,6 +23,7 @@ from .fertility_args import (
     add_fertility_args,
     build_fertility,
     check_fertility_args,
+    check_sink,
     set_fertility_defaults,
 )
 
@@ -49,6 +50,7 @@ class SparseTransformerModel(FertilityPredictorMixin, TransformerModel):
         try:
             check_attention_args(args)
             check_fertility_args(args)
+            check_sink(args, site_normalizer_name(args, "decoder_cross"))
             return super().build_model(args, task)
         except ValueError as err:  # includes FertilityError
             raise SystemExit(f"error: {err}") from None

@@ -8,9 +8,12 @@ all decoder steps. Three strategies, as in the paper:
   the word-aligned training data (at least 1; unseen types 1), read from the table
   ``sparse-attn-align fertility --out-guided`` writes;
 * ``predicted``: in training, the aligner's count for this very token (the per-token
-  files of ``--task sparse_translation``), at least 1, plus ``slack``; otherwise (validation,
-  generation) the expected fertility under the :class:`FertilityPredictor` tagger, plus
-  ``slack``. The reference code's default slack is 1 for these and 0 for the others.
+  files of ``--task sparse_translation``) clamped to the tagger's classes ``1..K``, plus
+  ``slack``; otherwise (validation, generation) the expected fertility under the
+  :class:`FertilityPredictor` tagger, plus ``slack``. Both are the same quantity: the
+  tagger is trained on exactly these clamped counts, so a tagger that predicts them
+  gives the bounds the model trained with. The reference code's default slack is 1 for
+  these and 0 for the others.
 
 The source's end-of-sentence token is given fertility :data:`EOS_FERTILITY` (it is a
 token the target's end aligns to; the reference had no source EOS). Padding gets 0.
@@ -120,7 +123,7 @@ class Fertility(nn.Module):
                     "--fertility predicted trains on the aligner's per-token fertilities, "
                     "but the batch has none: use --task sparse_translation with "
                     "{split}.{src}-{tgt}.fert files next to the data")
-            fertility = src_fertility.float().clamp(min=1.0) + self.slack
+            fertility = self.predictor.target(src_fertility.float()) + self.slack
         else:
             with torch.no_grad():
                 fertility = self.predictor.expected(self.predictor(src_tokens)) + self.slack

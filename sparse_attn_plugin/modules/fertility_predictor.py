@@ -1,10 +1,19 @@
 """The fertility predictor of Malaviya et al. (2018): a BiLSTM tagger over source tokens.
 
-For every source token ``x_j`` it predicts a distribution over fertilities
-``k = 0..K`` (how many target words align to the token), trained with cross-entropy
-on the aligner's counts (``sparse-attn-align fertility``). At test time the bound
-is the expected fertility ``E[f_j] = sum_k k p(k | x, j)`` plus a slack. It has its
-own embeddings: nothing it computes feeds the translation model's gradient, and the
+For every source token ``x_j`` it predicts a distribution over fertilities ``k = 1..K``
+(how many target words align to the token). As in the authors' code, the aligner's counts
+(``sparse-attn-align fertility``) are clamped to at least 1 before the tagger sees them
+("minimum fertility is 1"), ``K = max(10, largest count in the training data)`` (set
+at start-up by ``--task sparse_translation``'s ``build_model``), and the loss is the
+negative log-likelihood with class weight 0.5 on fertility 1::
+
+    c_j = min(K, max(1, count_j))
+    L = sum_j w(c_j) (-log p(c_j | x, j)),   w(1) = 0.5, w(k) = 1 otherwise
+
+At test time the bound is the expected fertility ``E[f_j] = sum_{k=1..K} k p(k | x, j)``
+plus a slack, so a tagger that predicts ``c_j`` exactly gives the bound the translation
+model trained with, ``c_j`` plus the same slack (:class:`~.fertility.Fertility`). It has
+its own embeddings: nothing it computes feeds the translation model's gradient, and the
 translation loss never reaches it.
 """
 
@@ -14,15 +23,18 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .source_layout import SourceLayout
 
+#: Class weight of fertility 1 in the tagger's loss (the authors' ``custom_weight[0]``).
+FERTILITY_ONE_WEIGHT = 0.5
+
 
 class FertilityPredictor(nn.Module):
-    """BiLSTM tagger ``p(f_j = k | x)`` for ``k = 0..max_fertility``.
+    """BiLSTM tagger ``p(f_j = k | x)`` for ``k = 1..max_fertility``.
 
     Args:
         num_embeddings, padding_idx: the source vocabulary.
         embed_dim, hidden_size, num_layers, dropout: the tagger (hidden size per
             direction; the reference used 256, 256, 2 and 0.2).
-        max_fertility: the largest class; larger counts are trained as this class.
+        max_fertility: ``K``, the largest class; larger counts are trained as this class.
     """
 
     def __init__(self, num_embeddings: int, padding_idx: int, embed_dim: int = 256,
@@ -35,11 +47,11 @@ class FertilityPredictor(nn.Module):
         self.lstm = nn.LSTM(embed_dim, hidden_size, num_layers, batch_first=True,
                             bidirectional=True, dropout=dropout if num_layers > 1 else 0.0)
         self.dropout = nn.Dropout(dropout)
-        self.classify = nn.Linear(2 * hidden_size, max_fertility + 1)
+        self.classify = nn.Linear(2 * hidden_size, max_fertility)
 
     def forward(self, src_tokens: Tensor) -> Tensor:
-        """Logits ``(B, S, K + 1)`` for the tokens of ``src_tokens`` ``(B, S)`` (either padding
-        side; padding rows are meaningless)."""
+        """Logits ``(B, S, K)`` of fertilities ``1..K`` for the tokens of ``src_tokens``
+        ``(B, S)`` (either padding side; padding rows are meaningless)."""
         layout = SourceLayout(src_tokens.eq(self.padding_idx))
         x = self.dropout(self.embed(layout.to_model(src_tokens)))
         packed = pack_padded_sequence(x, layout.lengths.cpu(), batch_first=True,
@@ -49,15 +61,23 @@ class FertilityPredictor(nn.Module):
         logits = self.classify(self.dropout(states))
         return layout.to_source(logits.transpose(1, 2)).transpose(1, 2)
 
+    def target(self, counts: Tensor) -> Tensor:
+        """The fertility the tagger learns for aligner ``counts``: ``min(K, max(1, c))``."""
+        return counts.round().clamp(1, self.max_fertility)
+
     def expected(self, logits: Tensor) -> Tensor:
-        """``E[f] = sum_k k p(k)`` per token, ``(B, S)``."""
-        classes = torch.arange(logits.size(-1), device=logits.device, dtype=logits.dtype)
+        """``E[f] = sum_{k=1..K} k p(k)`` per token, ``(B, S)``."""
+        classes = torch.arange(1, logits.size(-1) + 1, device=logits.device,
+                               dtype=logits.dtype)
         return torch.softmax(logits, dim=-1) @ classes
 
     def loss(self, logits: Tensor, fertility: Tensor, mask: Tensor):
-        """Summed cross-entropy and number of correct argmax predictions over the tokens
-        where ``mask`` is True; targets are ``fertility`` clamped to ``[0, K]``."""
-        target = fertility.round().long().clamp(0, self.max_fertility)[mask]
-        chosen = logits[mask]
-        loss = nn.functional.cross_entropy(chosen.float(), target, reduction="sum")
+        """Summed weighted NLL (see the module doc) and the number of correct argmax
+        predictions over the tokens where ``mask`` is True; ``fertility`` holds the
+        aligner's counts."""
+        target = self.target(fertility)[mask].long() - 1          # class index of k is k - 1
+        chosen = logits[mask].float()
+        weight = chosen.new_ones(self.max_fertility)
+        weight[0] = FERTILITY_ONE_WEIGHT
+        loss = nn.functional.cross_entropy(chosen, target, weight=weight, reduction="sum")
         return loss, (chosen.argmax(dim=-1) == target).sum()

@@ -8,6 +8,15 @@ attentional vector, and the bilinear ("general") score::
     p_t = normaliser(z_t [+ c u_t], u_t)                   (see bounded_attention)
     s~_t = tanh(W_c [sum_j p_tj h_j; s_t])                 (attentional vector, fed back)
 
+The coverage vector has two forms: ``paper``, the equation of the paper's text
+(``z_tj = s_t^T (W h_j + v beta_{t-1,j})``, ``v`` of the decoder's size, initialised to 0),
+and ``reference``, what the authors' OpenNMT code computes and the published numbers come
+from, the coverage term dotted with the encoder state::
+
+    z_tj = (W^T s_t + v beta_{t-1,j})^T h_j = s_t^T W h_j + beta_{t-1,j} v^T h_j
+
+with ``v`` of the encoder's size, initialised uniform in [-0.1, 0.1].
+
 The optional sink is a learned embedding inserted after each sentence's last token and
 read by the BiLSTM like a word, as the paper's ``<SINK>`` token is. The decoder keeps
 ``beta`` (cumulative attention) in its incremental state, reordered with the rest.
@@ -23,6 +32,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .bounded_attention import BoundedAttention
 from .fertility import Fertility
 from .source_layout import SourceLayout, to_source_columns
+
+#: Forms of the coverage vector (see the module doc).
+COVERAGE_FORMS = ("paper", "reference")
 
 
 def embedding(num_embeddings: int, dim: int, padding_idx: int) -> nn.Embedding:
@@ -102,13 +114,15 @@ class SparseLSTMDecoder(FairseqIncrementalDecoder):
         embed_dim, hidden_size, num_layers, dropout_in, dropout_out: the LSTM.
         encoder_hidden_size: size of the encoder states attended to.
         attention: the normaliser with its coverage bookkeeping.
-        coverage_vector: add ``beta_{t-1,j} s_t^T v`` to the scores (Tu et al. 2016).
+        coverage_vector: None, or the form of the coverage vector (Tu et al. 2016) added
+            to the scores: ``paper`` (``beta_{t-1,j} s_t^T v``) or ``reference``
+            (``beta_{t-1,j} v^T h_j``); see the module doc.
         share_input_output_embed: tie the output projection to the input embeddings.
     """
 
     def __init__(self, dictionary, embed_dim: int, hidden_size: int, num_layers: int,
                  dropout_in: float, dropout_out: float, encoder_hidden_size: int,
-                 attention: BoundedAttention, coverage_vector: bool = False,
+                 attention: BoundedAttention, coverage_vector: Optional[str] = None,
                  share_input_output_embed: bool = False):
         super().__init__(dictionary)
         self.hidden_size = hidden_size
@@ -119,8 +133,14 @@ class SparseLSTMDecoder(FairseqIncrementalDecoder):
         self.dropout_in = nn.Dropout(dropout_in)
         self.dropout_out = nn.Dropout(dropout_out)
         self.key_proj = nn.Linear(encoder_hidden_size, hidden_size, bias=False)
-        self.coverage_weight = (nn.Parameter(torch.zeros(hidden_size)) if coverage_vector
-                                else None)
+        if coverage_vector not in (None, *COVERAGE_FORMS):
+            raise ValueError(f"unknown coverage vector form {coverage_vector!r}; choose from "
+                             f"{', '.join(COVERAGE_FORMS)}")
+        self.coverage_weight = (nn.Parameter(torch.zeros(hidden_size))
+                                if coverage_vector == "paper" else None)
+        self.coverage_key_weight = (
+            nn.Parameter(torch.empty(encoder_hidden_size).uniform_(-0.1, 0.1))
+            if coverage_vector == "reference" else None)
         self.attention = attention
         self.combine = nn.Linear(encoder_hidden_size + hidden_size, hidden_size, bias=False)
         if share_input_output_embed:
@@ -171,12 +191,15 @@ class SparseLSTMDecoder(FairseqIncrementalDecoder):
         else:
             hidden = memory.new_zeros(batch, layers, self.hidden_size)
             cell = torch.zeros_like(hidden)
-        return {
+        state = {
             "hidden": hidden, "cell": cell,
             "feed": memory.new_zeros(batch, self.hidden_size),
             "coverage": memory.new_zeros(batch, memory.size(1)),
             "keys": self.key_proj(memory),
         }
+        if self.coverage_key_weight is not None:
+            state["coverage_keys"] = memory @ self.coverage_key_weight      # v^T h_j, (B, S)
+        return state
 
     def _step(self, embedded: Tensor, state: Dict[str, Tensor], memory: Tensor,
               padding_mask: Tensor, fertility: Optional[Tensor]):
@@ -193,6 +216,8 @@ class SparseLSTMDecoder(FairseqIncrementalDecoder):
         coverage = state["coverage"]
         if self.coverage_weight is not None:
             scores = scores + coverage * (query @ self.coverage_weight)[:, None]
+        if self.coverage_key_weight is not None:
+            scores = scores + coverage * state["coverage_keys"]
         scores = scores.float().masked_fill(padding_mask, float("-inf"))
         if fertility is not None:
             fertility = fertility[:, None, None]

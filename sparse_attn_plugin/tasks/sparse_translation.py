@@ -8,7 +8,9 @@ Adds to fairseq's ``translation`` task:
   as ``net_input["src_fertility"]`` in the layout of ``src_tokens`` (the source EOS gets
   1): the predicted-fertility strategy trains on them and the criterion trains the
   fertility predictor on them. A file whose counts do not match the binarised source is
-  an error naming the file and line.
+  an error naming the file and line. A new model with ``--fertility predicted`` gets
+  ``K = max(--fertility-max, largest training count)`` tagger classes, as the authors'
+  code sets them (a model loaded from a checkpoint keeps its own).
 * ``--coverage-penalty-beta B``: GNMT rescoring of finished hypotheses at generation
   (see :mod:`.coverage_penalty`); fairseq's ``--lenpen`` is its length-penalty exponent.
 """
@@ -23,6 +25,7 @@ from fairseq.data import BaseWrapperDataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from ..models.fertility_args import DEFAULTS as FERTILITY_DEFAULTS
 from ..modules.fertility import EOS_FERTILITY, FertilityError
 from .coverage_penalty import CoverageSequenceGenerator
 
@@ -31,6 +34,18 @@ logger = logging.getLogger(__name__)
 
 def fertility_path(data_dir, split: str, src: str, tgt: str) -> Path:
     return Path(data_dir) / f"{split}.{src}-{tgt}.fert"
+
+
+def largest_fertility(paths) -> int:
+    """The largest count in the fertility files ``paths`` that exist (0 if none); values
+    that are not counts are left for :func:`read_fertilities` to report."""
+    largest = 0
+    for path in paths:
+        if Path(path).is_file():
+            with open(path, encoding="utf-8") as lines:
+                for line in lines:
+                    largest = max([largest, *(int(v) for v in line.split() if v.isdigit())])
+    return largest
 
 
 def read_fertilities(path: Path, source_lengths) -> list:
@@ -103,6 +118,20 @@ class SparseTranslationTask(TranslationTask):
             raise SystemExit(f"error: {err}") from None
         self.datasets[split] = FertilityDataset(dataset, fertilities, self.src_dict.pad())
         logger.info("fertilities of %d %s sentences from %s", len(lengths), split, path)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        """fairseq's model; a new fertility tagger gets a class for every training count."""
+        if not from_checkpoint and getattr(cfg, "fertility", None) == "predicted":
+            paths = [fertility_path(data, self.cfg.train_subset, self.cfg.source_lang,
+                                    self.cfg.target_lang)
+                     for data in utils.split_paths(self.cfg.data)]
+            seen = largest_fertility(paths)
+            least = getattr(cfg, "fertility_max", None) or FERTILITY_DEFAULTS["fertility_max"]
+            classes = max(least, seen)
+            logger.info("fertility tagger: classes 1..%d (largest training count %d)",
+                        classes, seen)
+            cfg.fertility_max = classes
+        return super().build_model(cfg, from_checkpoint)
 
     def train_step(self, *args, **kwargs):
         return _one_line_errors(super().train_step, *args, **kwargs)
