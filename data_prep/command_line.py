@@ -9,12 +9,22 @@ Every command of ``sparse_attn_plugin`` and ``data_prep`` builds its parser from
 """
 
 import argparse
-from typing import NoReturn
+import functools
+from typing import NoReturn, Optional
 
 
 class CommandParser(argparse.ArgumentParser):
     """argparse whose usage errors, and the errors its command reports with
-    :meth:`fail`, are one line and exit status 1. Sub-commands inherit the class."""
+    :meth:`fail`, are one line and exit status 1. Sub-commands' parsers are
+    CommandParsers too, and their error lines start with the command's name."""
+
+    def __init__(self, *args, command: Optional[str] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.command = command or self.prog
+
+    def add_subparsers(self, **kwargs):
+        kwargs.setdefault("parser_class", functools.partial(CommandParser, command=self.command))
+        return super().add_subparsers(**kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.fail(f"{message} (see {self.prog} --help)")
@@ -23,4 +33,4 @@ class CommandParser(argparse.ArgumentParser):
         """Stop the command: ``PROG: error: MESSAGE`` (its first line) and exit status 1."""
         text = str(message).strip()
         first = text.splitlines()[0] if text else type(message).__name__
-        self.exit(1, f"{self.prog}: error: {first}\n")
+        self.exit(1, f"{self.command}: error: {first}\n")

@@ -137,16 +137,23 @@ def test_analyze_heads_writes_its_tables_and_figure(alpha_run, synthetic_bin, tm
     assert all((tmp_path / name).stat().st_size > 0 for name in names)
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda d, bin_: bin_ / "dict.src.txt", "dict.src.txt: not a fairseq checkpoint"),
-    (lambda d, bin_: bin_, "bin: a folder, not a checkpoint file"),
+@pytest.mark.parametrize("name,message", [
+    ("dict.src.txt", "dict.src.txt: not a fairseq checkpoint"),  # an IndexError traceback once
+    ("", "bin: a folder, not a checkpoint file"),                 # the corpus folder itself
 ])
-def test_analyze_heads_of_a_file_that_is_not_a_checkpoint(synthetic_bin, tmp_path, make,
+def test_analyze_heads_of_a_file_that_is_not_a_checkpoint(synthetic_bin, tmp_path, name,
                                                          message):
-    proc = script("sparse-attn-analyze", "heads", make(tmp_path, synthetic_bin), "--data",
+    proc = script("sparse-attn-analyze", "heads", synthetic_bin / name, "--data",
                   synthetic_bin, "--out", tmp_path / "out")
     assert message in failed_in_one_line(proc, "sparse-attn-analyze")
     assert not (tmp_path / "out").exists()
+
+
+def test_analyze_usage_error_of_a_subcommand(tmp_path):
+    proc = script("sparse-attn-analyze", "heads", "--out", tmp_path / "out")
+    assert failed_in_one_line(proc, "sparse-attn-analyze") == (
+        "the following arguments are required: checkpoint, --data "
+        "(see sparse-attn-analyze heads --help)")
 
 
 # -- sparse-attn-synth -------------------------------------------------------------------------
