@@ -29,7 +29,6 @@ unless ``--keep-intermediates``; the archives are kept, so preparing again with 
 settings downloads nothing.
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -43,6 +42,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import subwords, text
 from .binarize import fairseq_preprocess
+from .command_line import CommandParser
 from .download import RAW_DIR_ENV, Source, fetch, raw_dir_from
 from .steps import (
     TMP_MARK,
@@ -380,8 +380,8 @@ def _difference(old: dict, new: dict) -> str:
 
 
 # -- the command line ---------------------------------------------------------------------------
-def build_parser(recipe: Recipe) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser(recipe: Recipe) -> CommandParser:
+    p = CommandParser(
         prog=f"python -m data_prep.{recipe.name}",
         description=f"Prepare {recipe.title} for fairseq: download, clean, tokenise, "
                     "subwords, binarise (see data_prep/recipe.py).")
@@ -440,5 +440,4 @@ def main(recipe: Recipe, argv=None) -> Path:
     try:
         return prepare(recipe, args)
     except PrepError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(1)
+        parser.fail(err)

@@ -35,19 +35,18 @@ Files per split (``train``, ``valid``, ``test``): ``{split}.src``,
 ``(i, j)``) and ``{split}.fert`` (one int per source token), then
 ``MANIFEST.json`` (parameters and counts), written last.
 """
-import argparse
 import filecmp
 import inspect
 import json
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from .binarize import fairseq_preprocess
+from .command_line import CommandParser
 
 SPLITS = ("train", "valid", "test")
 SUFFIXES = ("src", "tgt", "align", "fert")
@@ -240,8 +239,7 @@ def binarize(raw_dir, dest_dir, workers=1):
 
 def main(argv=None):
     """CLI: write the synthetic corpus (and optionally binarise it); print a summary."""
-    parser = argparse.ArgumentParser(prog="sparse-attn-synth",
-                                     description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="sparse-attn-synth", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="directory for the text files")
     parser.add_argument("--bin", help="also binarise with fairseq-preprocess into this")
     parser.add_argument("--workers", type=int, default=1, help="for fairseq-preprocess")
@@ -254,15 +252,15 @@ def main(argv=None):
     try:
         check_params(**params)
     except ValueError as e:
-        parser.error(str(e))
+        parser.fail(e)
     if args.workers < 1:
-        parser.error(f"--workers must be at least 1, not {args.workers}")
-    counts = write_corpus(args.out, **params)["splits"]
-    if args.bin:
-        try:
+        parser.fail(f"--workers must be at least 1, not {args.workers}")
+    try:
+        counts = write_corpus(args.out, **params)["splits"]
+        if args.bin:
             binarize(args.out, args.bin, args.workers)
-        except RuntimeError as e:
-            sys.exit(f"error: {e}")
+    except (RuntimeError, OSError) as e:
+        parser.fail(e)
     pairs = sum(c["pairs"] for c in counts.values())
     src_len, tgt_len = (sum(c[k] for c in counts.values()) / pairs
                         for k in ("src_tokens", "tgt_tokens"))

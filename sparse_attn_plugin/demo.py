@@ -14,7 +14,6 @@ BLEU and sparsity per model, the learned alphas, and one sentence's cross-attent
 under softmax and 1.5-entmax.
 """
 
-import argparse
 import logging
 import math
 import shlex
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 from typing import List
 
+from data_prep.command_line import CommandParser
 from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
@@ -203,7 +203,7 @@ def figures(rows, work: Path, data: Path, out: Path) -> List[Path]:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="sparse-attn-demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "demo")
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / ".work" / "demo",
                         help="corpus, checkpoints and logs (not committed)")
@@ -217,9 +217,9 @@ def main(argv=None):
     names = [n for n in args.rows.split(",") if n]
     unknown = [n for n in names if n not in ROWS]
     if unknown or not names:
-        parser.error(f"unknown --rows {unknown}; choose from {', '.join(ROWS)}")
+        parser.fail(f"unknown --rows {unknown}; choose from {', '.join(ROWS)}")
     if min(args.updates, args.train_size, args.eval_size) < 1:
-        parser.error("--updates, --train-size and --eval-size must be positive")
+        parser.fail("--updates, --train-size and --eval-size must be positive")
 
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
     start = time.time()

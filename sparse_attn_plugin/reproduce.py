@@ -19,7 +19,6 @@ what the paper measured.
 The config format is described in :mod:`sparse_attn_plugin.reproduction.config`.
 """
 
-import argparse
 import importlib.util
 import shlex
 import shutil
@@ -30,6 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from data_prep.command_line import CommandParser
 from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
@@ -362,7 +362,8 @@ def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="python -m sparse_attn_plugin.reproduce",
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path, help="a file in configs/")
     parser.add_argument("--smoke", action="store_true",
                         help="the same pipeline on the synthetic corpus, small settings")
@@ -419,7 +420,7 @@ def main(argv=None):
     try:
         results = run(config, datas, work, args.smoke, args.updates)
     except AveragingError as err:
-        sys.exit(f"reproduce: {err}")
+        parser.fail(err)
     results["seconds"] = round(time.time() - started, 1)
     command = "python -m sparse_attn_plugin.reproduce " + shlex.join(argv)
     report_name, record_name = ("smoke.md", "smoke.json") if args.smoke else ("README.md",

@@ -10,11 +10,12 @@ provenance. Every number on the page is read from a file a script wrote.
     python -m sparse_attn_plugin.results_index [--results results] [--configs configs]
 """
 
-import argparse
 import json
 import re
 from pathlib import Path
 from typing import Dict, List, Optional
+
+from data_prep.command_line import CommandParser
 
 from .provenance import REPO_ROOT, provenance_header
 from .reproduction.config import (
@@ -147,7 +148,8 @@ def render(results: Path, configs: Path, scripts: Path, command: str) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="python -m sparse_attn_plugin.results_index",
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=REPO_ROOT / "results")
     parser.add_argument("--configs", type=Path, default=REPO_ROOT / "configs")
     parser.add_argument("--scripts", type=Path, default=REPO_ROOT / "scripts")
@@ -160,7 +162,10 @@ def main(argv=None):
         text = render(args.results, args.configs, args.scripts, command)
     except ConfigError as err:
         parser.error(str(err))
-    path = write_text_atomic(args.results / "README.md", text)
+    try:
+        path = write_text_atomic(args.results / "README.md", text)
+    except OSError as err:
+        parser.fail(err)
     print(path)
 
 

@@ -26,3 +26,17 @@ def synthetic_bin(tmp_path_factory):
     root = tmp_path_factory.mktemp("synthetic")
     write_corpus(root / "raw", train=300, valid=40, test=40)
     return Path(binarize(root / "raw", root / "bin"))
+
+
+@pytest.fixture(scope="session")
+def alpha_run(synthetic_bin, tmp_path_factory):
+    """A tiny model trained on :func:`synthetic_bin` with learned alpha-entmax in the
+    decoder (heads started at random, as Correia et al.'s code does) and sparsemax in the
+    encoder, a checkpoint saved after each of its 3 updates."""
+    from test_fairseq_cli import train
+
+    save_dir = tmp_path_factory.mktemp("alpha-run")
+    train(synthetic_bin, save_dir, "--attn-fn", "entmax_alpha", "--entmax-alpha-init", "random",
+          "--encoder-self-attn-fn", "sparsemax", "--lr", "5e-2", "--save-interval-updates", "1",
+          updates=3)
+    return save_dir

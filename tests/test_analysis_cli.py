@@ -13,16 +13,11 @@ from sparse_attn_plugin.normalizers import EntmaxAlpha
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def alpha_run(synthetic_bin, tmp_path_factory):
-    """A tiny model with learned alpha-entmax in the decoder (heads started at random, as
-    Correia et al.'s code does) and sparsemax in the encoder, a checkpoint saved after each
-    of its 3 updates."""
-    save_dir = tmp_path_factory.mktemp("alpha-run")
-    train(synthetic_bin, save_dir, "--attn-fn", "entmax_alpha", "--entmax-alpha-init", "random",
-          "--encoder-self-attn-fn", "sparsemax", "--lr", "5e-2", "--save-interval-updates", "1",
-          updates=3)
-    return save_dir
+def one_error_line(capsys) -> str:
+    """The one ``error:`` line on stderr (fairseq's log lines around it aside)."""
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1, errors
+    return errors[0]
 
 
 def test_heads_table_has_every_layer_site_and_head(alpha_run, synthetic_bin, tmp_path, capsys):
@@ -95,12 +90,85 @@ def test_bad_input_is_one_line(alpha_run, synthetic_bin, tmp_path, capsys, argv,
                        empty=tmp_path / "empty") for a in argv]
     with pytest.raises(SystemExit) as exit_info:
         cli.main([*filled, "--out", str(tmp_path / "out")])
-    assert message in str(exit_info.value.code)
+    assert exit_info.value.code == 1
+    assert message in one_error_line(capsys)
     assert not (tmp_path / "out").exists()
 
 
-def test_trajectory_of_a_model_without_learned_alpha_says_so(synthetic_bin, tmp_path):
+def non_plugin_checkpoint(alpha_run, path):
+    """alpha_run's checkpoint as fairseq's own transformer (no attention normalisers)."""
+    state = torch.load(alpha_run / "checkpoint_last.pt", weights_only=False)
+    state["cfg"]["model"].arch = state["cfg"]["model"]._name = "transformer"
+    state["model"] = {k: v for k, v in state["model"].items() if ".normalizer." not in k}
+    torch.save(state, path)
+
+
+def written(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+def truncated(path) -> bytes:
+    data = path.read_bytes()
+    return data[:len(data) // 2]
+
+
+def saved(path, obj):
+    torch.save(obj, path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["heads", "trajectory"])
+@pytest.mark.parametrize("make,message", [
+    (lambda run, bin_, d: bin_ / "dict.src.txt", "dict.src.txt: not a fairseq checkpoint"),
+    (lambda run, bin_, d: bin_ / "train.src-tgt.src.bin", "bin: not a fairseq checkpoint"),
+    (lambda run, bin_, d: written(d / "empty.pt", b""), "empty.pt: not a fairseq checkpoint"),
+    (lambda run, bin_, d: written(d / "truncated.pt", truncated(run / "checkpoint_last.pt")),
+     "truncated.pt: not a fairseq checkpoint"),
+    (lambda run, bin_, d: saved(d / "tensors.pt", {"weights": torch.ones(2)}),
+     "tensors.pt: not a fairseq checkpoint"),
+])
+def test_a_file_that_is_not_a_checkpoint_is_one_line(alpha_run, synthetic_bin, tmp_path, capsys,
+                                                     command, make, message):
+    path = make(alpha_run, synthetic_bin, tmp_path)
+    argv = [command, str(path)] + (["--data", str(synthetic_bin)] if command == "heads" else [])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*argv, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 1
+    assert message in one_error_line(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["heads", "{data}", "--data", "{data}"], "bin: a folder, not a checkpoint file"),
+    (["heads", "{transformer}", "--data", "{data}"],
+     "transformer.pt: the model has no transformer attention normalisers"),
+    (["heads", "{ckpt}", "--data", "{empty}"], "empty: not a binarised corpus"),
+    (["heads", "{ckpt}", "--data", "{other}"], "cannot build its model on"),
+])
+def test_a_checkpoint_the_analysis_cannot_use_is_one_line(alpha_run, synthetic_bin, tmp_path,
+                                                          capsys, argv, message):
+    from data_prep.synthetic import binarize, write_corpus
+
+    (tmp_path / "empty").mkdir()
+    other, transformer = tmp_path / "other", tmp_path / "transformer.pt"
+    if "{other}" in argv:  # a corpus with other dictionaries
+        write_corpus(tmp_path / "raw", train=20, valid=5, test=5, src_vocab=20, tgt_vocab=20)
+        binarize(tmp_path / "raw", other)
+    if "{transformer}" in argv:
+        non_plugin_checkpoint(alpha_run, transformer)
+    filled = [a.format(data=synthetic_bin, ckpt=alpha_run / "checkpoint_last.pt", other=other,
+                       empty=tmp_path / "empty", transformer=transformer) for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*filled, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 1
+    assert message in one_error_line(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_trajectory_of_a_model_without_learned_alpha_says_so(synthetic_bin, tmp_path, capsys):
     checkpoint = train(synthetic_bin, tmp_path / "softmax", "--attn-fn", "softmax", updates=1)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["trajectory", str(checkpoint), "--out", str(tmp_path / "out")])
-    assert "no learned alphas (train with --attn-fn entmax_alpha" in str(exit_info.value.code)
+    assert exit_info.value.code == 1
+    assert "no learned alphas (train with --attn-fn entmax_alpha" in one_error_line(capsys)

@@ -156,7 +156,8 @@ def test_an_archive_that_is_not_the_published_one_is_refused(tmp_path, capsys):
         recipe.main(wmt14_en_de.RECIPE, ["--raw-dir", tmp_path / "raw", "--dest-dir",
                                          tmp_path / "bin", "--work-dir", tmp_path / "work"])
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "training-parallel-europarl-v7.tgz:" in err
+    assert err.startswith("python -m data_prep.wmt14_en_de: error: ")
+    assert "training-parallel-europarl-v7.tgz:" in err
     assert "expected 657632379 (truncated or the wrong file" in err
     assert not (tmp_path / "bin").exists()
 
@@ -370,7 +371,9 @@ def test_every_corpus_resumes_reruns_and_names_a_damaged_archive(tmp_path, capsy
         prepare(module, tmp_path / "again", raw)
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and damaged in err[0]
+    assert len(err) == 1
+    assert err[0].startswith(f"python -m data_prep.{module.RECIPE.name}: error: ")
+    assert damaged in err[0]
     assert not (tmp_path / "again" / "data-bin").exists()
 
 

@@ -48,7 +48,7 @@ def test_demo_writes_the_comparison(tmp_path):
 def test_demo_rejects_unknown_normaliser(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         demo.main(["--rows", "softmax,nope", "--out", str(tmp_path)])
-    assert exit_info.value.code == 2 and "unknown --rows ['nope']" in capsys.readouterr().err
+    assert exit_info.value.code == 1 and "unknown --rows ['nope']" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
 

@@ -94,7 +94,7 @@ def write(path, text):
 def test_bad_config_gives_one_clear_line(tmp_path, capsys, make, message):
     with pytest.raises(SystemExit) as exit_info:
         reproduce.main([make(tmp_path), "--smoke", "--out", tmp_path / "out"])
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert message in err
     assert not (tmp_path / "out").exists()
@@ -112,7 +112,7 @@ def test_row_using_an_undefined_model_is_named(tmp_path, capsys):
 def test_full_run_without_the_corpus_says_how_to_prepare_it(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         reproduce.main([CONFIG, "--data", tmp_path / "missing", "--out", tmp_path / "out"])
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert "no binarised corpus in" in err and "python -m data_prep.wmt14_en_de" in err
     assert not (tmp_path / "out").exists()
@@ -317,7 +317,7 @@ def test_constrained_smoke_runs_every_table_row(tmp_path, monkeypatch):
 def test_bad_constrained_config_gives_one_clear_line(tmp_path, capsys, edit, message):
     with pytest.raises(SystemExit) as exit_info:
         reproduce.main([edited(tmp_path, edit), "--smoke", "--out", tmp_path / "out"])
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1] and "edited.json" in err[-1]
     assert not (tmp_path / "out").exists()

@@ -223,7 +223,7 @@ def test_bad_settings_give_one_clear_line_before_anything_runs(tmp_path, capsys,
     with pytest.raises(SystemExit) as exit_info:
         reproduce.main([edited(tmp_path, edit), "--smoke", "--out", tmp_path / "out",
                         "--work-dir", tmp_path / "work"])
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1]
     assert not (tmp_path / "out").exists() and not (tmp_path / "work" / "softmax").exists()

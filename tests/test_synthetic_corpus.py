@@ -248,7 +248,7 @@ def test_cli_summary(tmp_path, capsys):
 def test_cli_bad_arguments(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as info:
         main(["--out", str(tmp_path / "raw")] + args)
-    assert info.value.code == 2
+    assert info.value.code == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(errors) == 1 and message in errors[0]
     assert not (tmp_path / "raw").exists()

@@ -15,14 +15,14 @@ Statistics are measured under teacher forcing on the references of ``--subset``;
 :mod:`sparse_attn_plugin.analysis.attention_stats` for the definitions.
 """
 
-import argparse
 import csv
 import io
-import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
+
+from data_prep.command_line import CommandParser
 
 from ..checkpoint_averaging import saved_checkpoints
 from ..normalizers import SITES, EntmaxAlpha
@@ -35,16 +35,45 @@ class AnalysisError(ValueError):
     """Input the analysis cannot use; the message is one line."""
 
 
+def read_checkpoint(checkpoint: Path, read: Callable[[str], dict]) -> dict:
+    """The state ``read`` gets from a fairseq checkpoint file; AnalysisError naming the
+    file when it is missing or not one (unpickling some other file can raise nearly any
+    exception: KeyError, IndexError, EOFError, UnpicklingError, ...)."""
+    if Path(checkpoint).is_dir():
+        raise AnalysisError(f"{checkpoint}: a folder, not a checkpoint file")
+    if not Path(checkpoint).is_file():
+        raise AnalysisError(f"{checkpoint}: no such checkpoint")
+    try:
+        state = read(str(checkpoint))
+    except Exception as err:  # unpickling a stranger file can raise anything
+        raise AnalysisError(f"{checkpoint}: not a fairseq checkpoint (reading it raised "
+                            f"{type(err).__name__})") from None
+    if not (isinstance(state, dict) and isinstance(state.get("model"), dict)
+            and (state.get("cfg") is not None or state.get("args") is not None)):
+        raise AnalysisError(f"{checkpoint}: not a fairseq checkpoint (no model weights and "
+                            "configuration in it)")
+    return state
+
+
 def load(checkpoint: Path, data: Path):
     """The model of ``checkpoint`` (eval mode, CPU) and its task reading ``data``."""
     from fairseq import checkpoint_utils
 
-    if not Path(checkpoint).is_file():
-        raise AnalysisError(f"{checkpoint}: no such checkpoint")
+    overrides = {"data": str(data)}
+    state = read_checkpoint(
+        checkpoint, lambda path: checkpoint_utils.load_checkpoint_to_cpu(path, overrides))
     if not Path(data).is_dir():
         raise AnalysisError(f"{data}: no such data directory")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(checkpoint)], arg_overrides={"data": str(data)})
+    if not any(Path(data).glob("dict.*.txt")):
+        raise AnalysisError(f"{data}: not a binarised corpus (no dict.*.txt in it)")
+    try:
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+            [str(checkpoint)], arg_overrides=overrides, state=state)
+    except (KeyError, ValueError, RuntimeError, OSError) as err:
+        # e.g. a state_dict mismatch: a heading line, then the first mismatch
+        detail = " ".join(line.strip() for line in str(err).strip().splitlines()[:2])
+        raise AnalysisError(f"{checkpoint}: cannot build its model on {data}: "
+                            f"{type(err).__name__}: {detail}") from None
     return models[0].eval(), task
 
 
@@ -92,7 +121,10 @@ def run_heads(args) -> List[Path]:
     data = dataset(task, args.subset)
     batches = task.get_batch_iterator(data, max_tokens=args.max_tokens).next_epoch_itr(
         shuffle=False)
-    stats = head_statistics(model, batches)
+    try:
+        stats = head_statistics(model, batches)
+    except ValueError as err:  # a model without attention normalisers
+        raise AnalysisError(f"{args.checkpoint}: {err}") from None
     rows = head_rows(stats)
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(rows[0]))
@@ -129,7 +161,8 @@ def checkpoints_of(paths: List[Path]) -> List[Path]:
 
 def learned_alphas_of(checkpoint: Path) -> Tuple[int, Dict[Tuple[str, int], List[float]]]:
     """``(updates, {(site, layer): alphas})`` read from a checkpoint's parameters."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
+    state = read_checkpoint(checkpoint, lambda path: torch.load(
+        path, map_location="cpu", weights_only=False, mmap=True))
     alphas = {}
     for key, value in state["model"].items():
         module, _, parameter = key.rpartition(".")
@@ -219,8 +252,8 @@ def run_maps(args) -> List[Path]:
 
 
 # -- command line ------------------------------------------------------------------------------
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sparse-attn-analyze", description=__doc__.split("\n\n")[0])
+def parser() -> CommandParser:
+    p = CommandParser(prog="sparse-attn-analyze", description=__doc__.split("\n\n")[0])
     commands = p.add_subparsers(dest="command", required=True)
     heads = commands.add_parser("heads", help="sparsity, entropy, alpha and head diversity")
     heads.add_argument("checkpoint", type=Path)
@@ -244,15 +277,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> None:
-    args = parser().parse_args(argv)
+def main(argv=None) -> int:
+    command = parser()
+    args = command.parse_args(argv)
     run = {"heads": run_heads, "trajectory": run_trajectory, "maps": run_maps}[args.command]
     try:
         written = run(args)
-    except AnalysisError as err:
-        sys.exit(f"sparse-attn-analyze: {err}")
+    except (AnalysisError, OSError) as err:
+        command.fail(err)
     for path in written:
         print(path)
+    return 0
 
 
 if __name__ == "__main__":

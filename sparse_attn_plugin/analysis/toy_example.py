@@ -15,13 +15,14 @@ writes ``figure1.md`` (a table with the command, commit and machine that produce
 and ``figure1.json``.
 """
 
-import argparse
 import shlex
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import torch
+
+from data_prep.command_line import CommandParser
 
 from ..normalizers import CONSTRAINED, build_normalizer
 from ..provenance import REPO_ROOT, provenance_header
@@ -108,18 +109,21 @@ def render(result: dict, command: str) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="python -m sparse_attn_plugin.analysis.toy_example",
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "constrained",
                         help="directory for figure1.md and figure1.json "
                              "(default: results/constrained)")
     args = parser.parse_args(argv)
     result = figure1()
     command = "python -m sparse_attn_plugin.analysis.toy_example " + shlex.join(argv)
-    write_json_atomic(args.out / "figure1.json", {"command": command, **result})
     report = render(result, command)
-    write_text_atomic(args.out / "figure1.md", report)
+    try:
+        write_json_atomic(args.out / "figure1.json", {"command": command, **result})
+        write_text_atomic(args.out / "figure1.md", report)
+    except OSError as err:
+        parser.fail(err)
     print(report)
-    return result
 
 
 if __name__ == "__main__":

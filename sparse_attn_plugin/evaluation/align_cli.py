@@ -24,6 +24,8 @@ import time
 import warnings
 from pathlib import Path
 
+from data_prep.command_line import CommandParser
+
 from ..results_io import write_text_atomic
 from .aligner import (
     DEFAULT_SYMMETRIZATION,
@@ -93,16 +95,9 @@ def cmd_fertility(args):
           f"{args.out_guided}", file=sys.stderr)
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line and exit status 1, like every other error here."""
-
-    def error(self, message):
-        self.exit(1, f"{PROG}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser():
-    parser = _Parser(prog=PROG, description=__doc__.replace("``", ""),
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog=PROG, description=__doc__.replace("``", ""),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="train both fast_align directions and save the model")
@@ -144,16 +139,14 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "iterations", 1) < 1:
-        parser.exit(1, f"{PROG}: error: --iterations must be at least 1, not "
-                       f"{args.iterations}\n")
+        parser.fail(f"--iterations must be at least 1, not {args.iterations}")
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning
         try:
             args.func(args)
         except (InputError, AlignerError, ValueError, OSError) as err:
-            message = str(err).splitlines()[0] if str(err) else type(err).__name__
-            parser.exit(1, f"{PROG}: error: {message}\n")
+            parser.fail(err)
     return 0
 
 

@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from data_prep.command_line import CommandParser
+
 from ..results_io import write_text_atomic
 from .aligner import DEFAULT_SYMMETRIZATION, MANIFEST, SYMMETRIZATIONS, Aligner
 from .bleu import corpus_bleu
@@ -106,7 +108,7 @@ def parse_metrics(text):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="sparse-attn-score", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="sparse-attn-score", description=__doc__.split("\n\n")[0])
     p.add_argument("--hyp", type=Path, help="hypotheses, one per line")
     p.add_argument("--ref", type=Path, help="references, one per line")
     p.add_argument("--src", type=Path, help="sources, one per line (checked for line count)")
@@ -129,28 +131,39 @@ def build_parser():
     return p
 
 
-def main(argv=None):
+def run(argv=None) -> dict:
+    """The command without its exit status: read, score, print the table, write the
+    files asked for; the scores (``{metric: {"score": float, ...}}``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         hyps, refs, srcs = load_inputs(args)
         scores, per_sentence = score(args, hyps, refs, srcs)
     except (InputError, ValueError, RuntimeError) as err:
-        parser.exit(1, f"sparse-attn-score: error: {err}\n")
+        parser.fail(err)
     print(table(scores))
-    if args.json:
-        text = json.dumps(scores, indent=2) + "\n"
-        if str(args.json) == "-":
-            sys.stdout.write(text)
-        else:
-            write_text_atomic(args.json, text)
-    if args.per_sentence:
-        columns = list(per_sentence)
-        lines = ["id\t" + "\t".join(columns)]
-        lines += [f"{i}\t" + "\t".join(str(per_sentence[c][i]) for c in columns)
-                  for i in range(len(hyps))]
-        write_text_atomic(args.per_sentence, "\n".join(lines) + "\n")
+    try:
+        if args.json:
+            text = json.dumps(scores, indent=2) + "\n"
+            if str(args.json) == "-":
+                sys.stdout.write(text)
+            else:
+                write_text_atomic(args.json, text)
+        if args.per_sentence:
+            columns = list(per_sentence)
+            lines = ["id\t" + "\t".join(columns)]
+            lines += [f"{i}\t" + "\t".join(str(per_sentence[c][i]) for c in columns)
+                      for i in range(len(hyps))]
+            write_text_atomic(args.per_sentence, "\n".join(lines) + "\n")
+    except OSError as err:
+        parser.fail(err)
     return scores
+
+
+def main(argv=None) -> int:
+    """``sparse-attn-score``: exit status 0 once the scores are printed and written."""
+    run(argv)
+    return 0
 
 
 if __name__ == "__main__":

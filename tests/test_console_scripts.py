@@ -1,0 +1,217 @@
+"""Every command as a user types it: the console scripts setup.py installs (run from the
+virtualenv's bin) and the ``python -m`` entries, each in a new process. A successful run
+exits 0 with its output on stdout and its files written; bad input exits 1 with exactly
+one ``PROG: error: ...`` line on stderr and no traceback."""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BIN, REPO, fairseq_env
+
+#: Every console script setup.py installs; each has a test below.
+SCRIPTS = ("sparse-attn-score", "sparse-attn-align", "sparse-attn-analyze", "sparse-attn-synth",
+           "sparse-attn-demo")
+RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16_ro_en")
+
+
+def command(argv):
+    """Run ``argv`` in a new process that imports this checkout."""
+    env = fairseq_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env)
+
+
+def script(name, *args):
+    return command([BIN / name, *args])
+
+
+def module(name, *args):
+    return command([sys.executable, "-m", name, *args])
+
+
+def succeeded(proc) -> str:
+    """Its stdout, once it exited 0 without a traceback."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    return proc.stdout
+
+
+def failed_in_one_line(proc, prog: str) -> str:
+    """The one error line of a run that exited 1, without the ``PROG: error: `` prefix."""
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert errors[0].startswith(f"{prog}: error: ")
+    return errors[0][len(f"{prog}: error: "):]
+
+
+def test_every_console_script_is_tested_here():
+    tree = ast.parse((REPO / "setup.py").read_text())
+    entries = next(node for node in ast.walk(tree) if isinstance(node, ast.Dict)
+                   and any(getattr(k, "value", None) == "console_scripts" for k in node.keys))
+    declared = [line.split("=")[0].strip() for line in ast.literal_eval(entries.values[0])]
+    assert sorted(declared) == sorted(SCRIPTS)
+
+
+# -- sparse-attn-score -------------------------------------------------------------------------
+@pytest.fixture
+def texts(tmp_path):
+    for name, lines in (("hyp", ["the cat sat on the mat .", "a dog a dog barked"]),
+                        ("ref", ["the cat sat on a mat .", "the dog barked"]),
+                        ("src", ["x y", "z"])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_score_prints_its_table_writes_its_files_and_exits_0(texts):
+    proc = script("sparse-attn-score", "--hyp", texts / "hyp", "--ref", texts / "ref",
+                  "--src", texts / "src", "--json", "-", "--per-sentence", texts / "per.tsv")
+    out = succeeded(proc)
+    assert proc.stderr == ""  # not the scores, as sys.exit(scores) printed them once
+    table, _, text = out.partition("\n{")
+    assert table.splitlines()[0].split() == ["metric", "score", "details"]
+    assert [line.split()[0] for line in table.splitlines()[1:]] == ["BLEU", "REP"]
+    scores = json.loads("{" + text)
+    assert set(scores) == {"bleu", "rep"} and scores["rep"]["score"] > 0
+    assert (texts / "per.tsv").read_text().splitlines()[:2] == ["id\trep", "0\t0"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--ref", "{d}/missing"], "{d}/missing: no such file"),
+    (["--ref", "{d}/ref", "--metrics", "bleu,cider"],
+     "argument --metrics: unknown metric(s) cider"),
+    (["--ref", "{d}/ref", "--json", "{d}/src/scores.json"], "{d}/src"),  # src: a file
+])
+def test_score_bad_input(texts, args, message):
+    argv = ["--hyp", texts / "hyp", *[a.format(d=texts) for a in args]]
+    assert message.format(d=texts) in failed_in_one_line(script("sparse-attn-score", *argv),
+                                                         "sparse-attn-score")
+
+
+# -- sparse-attn-align -------------------------------------------------------------------------
+def test_align_trains_aligns_and_writes_fertilities(synthetic_bin, tmp_path):
+    raw = synthetic_bin.parent / "raw"
+    model = tmp_path / "aligner"
+    proc = script("sparse-attn-align", "train", "--src", raw / "train.src", "--tgt",
+                  raw / "train.tgt", "--out", model, "--quiet")
+    assert succeeded(proc) == "" and "aligner trained on 300 pairs" in proc.stderr
+    assert (model / "manifest.json").is_file()
+    succeeded(script("sparse-attn-align", "align", "--model", model, "--src", raw / "test.src",
+                     "--tgt", raw / "test.tgt", "--out", tmp_path / "test.align"))
+    links = (tmp_path / "test.align").read_text().splitlines()
+    assert len(links) == 40 and all("-" in pair for pair in links[0].split())
+    succeeded(script("sparse-attn-align", "fertility", "--model", model, "--src",
+                     raw / "test.src", "--tgt", raw / "test.tgt", "--out-fert",
+                     tmp_path / "test.fert", "--out-guided", tmp_path / "guided.tsv"))
+    ferts = (tmp_path / "test.fert").read_text().splitlines()
+    sources = (raw / "test.src").read_text().splitlines()
+    assert [len(f.split()) for f in ferts] == [len(s.split()) for s in sources]
+    assert (tmp_path / "guided.tsv").read_text().count("\t") > 0
+
+
+def test_align_bad_input(synthetic_bin, tmp_path):
+    raw = synthetic_bin.parent / "raw"
+    proc = script("sparse-attn-align", "align", "--model", tmp_path / "nowhere", "--src",
+                  raw / "test.src", "--tgt", raw / "train.tgt", "--out", tmp_path / "a")
+    assert "line counts differ" in failed_in_one_line(proc, "sparse-attn-align")
+    assert not (tmp_path / "a").exists()
+
+
+# -- sparse-attn-analyze -----------------------------------------------------------------------
+def test_analyze_heads_writes_its_tables_and_figure(alpha_run, synthetic_bin, tmp_path):
+    out = succeeded(script("sparse-attn-analyze", "heads", alpha_run / "checkpoint_last.pt",
+                           "--data", synthetic_bin, "--out", tmp_path, "--name", "run"))
+    names = ("run-heads.csv", "run-heads.md", "run-alphas.png")
+    assert out.split() == [str(tmp_path / name) for name in names]
+    assert all((tmp_path / name).stat().st_size > 0 for name in names)
+
+
+@pytest.mark.parametrize("name,message", [
+    ("dict.src.txt", "dict.src.txt: not a fairseq checkpoint"),  # an IndexError traceback once
+    ("", "bin: a folder, not a checkpoint file"),                 # the corpus folder itself
+])
+def test_analyze_heads_of_a_file_that_is_not_a_checkpoint(synthetic_bin, tmp_path, name,
+                                                         message):
+    proc = script("sparse-attn-analyze", "heads", synthetic_bin / name, "--data",
+                  synthetic_bin, "--out", tmp_path / "out")
+    assert message in failed_in_one_line(proc, "sparse-attn-analyze")
+    assert not (tmp_path / "out").exists()
+
+
+def test_analyze_usage_error_of_a_subcommand(tmp_path):
+    proc = script("sparse-attn-analyze", "heads", "--out", tmp_path / "out")
+    assert failed_in_one_line(proc, "sparse-attn-analyze") == (
+        "the following arguments are required: checkpoint, --data "
+        "(see sparse-attn-analyze heads --help)")
+
+
+# -- sparse-attn-synth -------------------------------------------------------------------------
+def test_synth_writes_the_corpus(tmp_path):
+    out = succeeded(script("sparse-attn-synth", "--out", tmp_path / "raw", "--train", "30",
+                           "--valid", "5", "--test", "5"))
+    assert out.startswith(f"synthetic corpus in {tmp_path / 'raw'}: train 30 / valid 5 / test 5")
+    assert len((tmp_path / "raw" / "train.src").read_text().splitlines()) == 30
+    assert (tmp_path / "raw" / "MANIFEST.json").is_file()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--min-len", "9", "--max-len", "3"], "--min-len (9) is larger than --max-len (3)"),
+    (["--train", "many"], "argument --train: invalid int value: 'many'"),
+])
+def test_synth_bad_input(tmp_path, args, message):
+    proc = script("sparse-attn-synth", "--out", tmp_path / "raw", *args)
+    assert message in failed_in_one_line(proc, "sparse-attn-synth")
+    assert not (tmp_path / "raw").exists()
+
+
+# -- sparse-attn-demo (the full demo trains eight models: only its refusals run here; a
+# small demo runs in-process in test_demo_and_benchmark) --------------------------------------
+@pytest.mark.parametrize("args,message", [
+    (["--rows", "softmax,nope"], "unknown --rows ['nope']"),
+    (["--updates", "0"], "--updates, --train-size and --eval-size must be positive"),
+])
+def test_demo_bad_input(tmp_path, args, message):
+    proc = script("sparse-attn-demo", *args, "--out", tmp_path / "out", "--work-dir",
+                  tmp_path / "work")
+    assert message in failed_in_one_line(proc, "sparse-attn-demo")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
+
+
+# -- python -m entries -------------------------------------------------------------------------
+def test_toy_example_writes_figure1_and_exits_0(tmp_path):
+    out = succeeded(module("sparse_attn_plugin.analysis.toy_example", "--out", tmp_path))
+    assert out.startswith("# Malaviya et al. (2018), Figure 1")
+    assert (tmp_path / "figure1.md").read_text() in out
+    assert set(json.loads((tmp_path / "figure1.json").read_text())["transforms"]) == {
+        "softmax", "sparsemax", "csoftmax", "csparsemax"}
+
+
+def test_toy_example_bad_output_folder(tmp_path):
+    (tmp_path / "file").write_text("x\n")
+    proc = module("sparse_attn_plugin.analysis.toy_example", "--out", tmp_path / "file" / "d")
+    assert "Not a directory" in failed_in_one_line(
+        proc, "python -m sparse_attn_plugin.analysis.toy_example")
+
+
+def test_reproduce_and_results_index_bad_input(tmp_path):
+    proc = module("sparse_attn_plugin.reproduce", tmp_path / "nope.json", "--smoke")
+    assert "no such config file" in failed_in_one_line(proc,
+                                                        "python -m sparse_attn_plugin.reproduce")
+    proc = module("sparse_attn_plugin.results_index", "--results", tmp_path / "nowhere")
+    assert "must be folders" in failed_in_one_line(proc,
+                                                   "python -m sparse_attn_plugin.results_index")
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_data_prep_recipe_without_its_archives(recipe, tmp_path):
+    (tmp_path / "raw").mkdir()
+    proc = module(f"data_prep.{recipe}", "--raw-dir", tmp_path / "raw", "--dest-dir",
+                  tmp_path / "bin", "--work-dir", tmp_path / "work")
+    assert ": not found; offline mode" in failed_in_one_line(proc, f"python -m data_prep.{recipe}")
+    assert not (tmp_path / "bin").exists()
