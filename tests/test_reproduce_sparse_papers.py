@@ -350,7 +350,7 @@ def test_a_batch_that_cannot_be_kept_is_refused_before_training(tmp_path, monkey
         reproduce.main([edited(tmp_path, one_table_per_corpus), "--data", synthetic_bin,
                         "--corpus-data", f"en-de={synthetic_bin}", "--out", tmp_path / "out",
                         "--work-dir", tmp_path / "work"])
-    assert exit_info.value.code == 2 and not trained
+    assert exit_info.value.code == 1 and not trained
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert ("softmax: the paper's batch (4000 tokens x update-freq 4 x 1 GPU) cannot be kept "
             "on 3 GPUs: update-freq 4/3 is not a whole number") in err
