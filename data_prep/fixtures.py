@@ -8,6 +8,7 @@ punctuation to tokenise, apostrophes, markup and metadata lines, Romanian diacri
 and a few pairs that the length/ratio cleaning removes.
 """
 
+import gzip
 import io
 import random
 import tarfile
@@ -117,6 +118,20 @@ def iwslt15_files(folder: Path) -> dict:
             "tst2013": tokenised(sentence_pairs(6, 17, "en", "vi"))}
     write_plain(folder, {f"{name}.{lang}": [p[k] for p in pairs] for name, pairs in made.items()
                          for k, lang in enumerate(("en", "vi"))})
+    return made
+
+
+def multi30k_files(folder: Path) -> dict:
+    """The twelve ``.gz`` files of Multi30k's ``data/task1/raw`` (true case, untokenised)."""
+    from .multi30k_de_en import FILES
+
+    folder.mkdir(parents=True, exist_ok=True)
+    made = {stem: sentence_pairs(40 if stem == "train" else 5, 30 + k)
+            for k, stem in enumerate(FILES.values())}
+    for stem, pairs in made.items():
+        for k, lang in enumerate(("de", "en")):
+            with gzip.open(folder / f"{stem}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("".join(p[k] + "\n" for p in pairs))
     return made
 
 

@@ -92,8 +92,14 @@ class Recipe:
         subwords: default scheme of :data:`subwords.SCHEMES`.
         joined_dictionary: one dictionary for both languages by default (as the recipe
             this one follows does).
+        test_names: the corpus's names of its test sets when it has several: the
+            first is binarised as ``test``, the others as ``test1``, ``test2``, ... (the
+            parts :attr:`read` returns under those names); recorded in ``PREPARED.json``.
         tokenize: Moses-tokenise (False for corpora published tokenised).
+        moses: the version of Moses' scripts to reproduce (:data:`text.MOSES_VERSIONS`).
         lowercase: lowercase every split.
+        lowercase_first: lowercase before everything else (Multi30k's
+            ``task1-tokenize.sh``), not after tokenising.
         normalize_punctuation: Moses punctuation normalisation before tokenising.
         remove_non_printing: Moses ``remove-non-printing-char.perl`` (after the
             punctuation normalisation); off where the published recipe leaves the
@@ -117,8 +123,11 @@ class Recipe:
     subwords: str = "subword_nmt"
     joined_dictionary: bool = False
     parts: Tuple[str, ...] = SPLITS
+    test_names: Tuple[str, ...] = ()
     tokenize: bool = True
+    moses: str = "2019"
     lowercase: bool = False
+    lowercase_first: bool = False
     normalize_punctuation: bool = False
     remove_non_printing: bool = True
     aggressive_dashes: bool = False
@@ -127,6 +136,12 @@ class Recipe:
     split: Optional[Callable[[Parts], Parts]] = None
     expected: Dict[str, int] = field(default_factory=dict)
     options: Tuple[Option, ...] = ()
+
+    @property
+    def splits(self) -> Tuple[str, ...]:
+        """The binarised splits: train, valid, test and the further test sets."""
+        return ("train", "valid", "test",
+                *(f"test{k}" for k in range(1, len(self.test_names))))
 
 
 # -- text files of a stage ----------------------------------------------------------------------
@@ -160,17 +175,20 @@ def read_parts(folder: Path, names: Sequence[str], recipe: Recipe) -> Parts:
 def normalise(recipe: Recipe, lines: List[str], lang: str, workers: int = 1) -> List[str]:
     """One side through the published pipeline, in its order: Moses punctuation
     normalisation, non-printing characters removed, the corpus's own transforms, Moses
-    tokenisation, lowercasing (each as the Perl scripts do it, :mod:`data_prep.text`)."""
+    tokenisation, lowercasing (first instead with :attr:`Recipe.lowercase_first`; each as
+    the Perl scripts do it, :mod:`data_prep.text`)."""
+    if recipe.lowercase_first:
+        lines = text.lowercase(lines)
     if recipe.normalize_punctuation:
-        lines = text.normalize_punctuation(lines, lang, workers=workers)
+        lines = text.normalize_punctuation(lines, lang, recipe.moses, workers)
     if recipe.remove_non_printing:
         lines = text.remove_non_printing(lines)
     if lang in recipe.preprocess:
         lines = recipe.preprocess[lang](lines)
     if recipe.tokenize:
         lines = text.moses_tokenize(lines, lang, aggressive_dashes=recipe.aggressive_dashes,
-                                    workers=workers)
-    return text.lowercase(lines) if recipe.lowercase else lines
+                                    workers=workers, moses=recipe.moses)
+    return text.lowercase(lines) if recipe.lowercase and not recipe.lowercase_first else lines
 
 
 def tokenised_splits(recipe: Recipe, raw: Path, workers: int = 1) -> Parts:
@@ -191,7 +209,7 @@ def segmented_splits(recipe: Recipe, tok: Path, model: Path, scheme: str, sink: 
     ``max_train_subwords`` on either side dropped (before the sink), ``<SINK>`` appended
     to sources with ``sink``."""
     parts = {}
-    for name, (src, tgt) in read_parts(tok, SPLITS, recipe).items():
+    for name, (src, tgt) in read_parts(tok, recipe.splits, recipe).items():
         src = subwords.apply(scheme, model, src, f"{name}.{recipe.src}", workers)
         tgt = subwords.apply(scheme, model, tgt, f"{name}.{recipe.tgt}", workers)
         if name == "train" and max_train_subwords is not None:
@@ -246,7 +264,7 @@ def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> Non
     for leftover in dest.parent.glob(f"{dest.name}{TMP_MARK}*"):  # from a killed run
         shutil.rmtree(leftover, ignore_errors=True)
     try:
-        fairseq_preprocess(sub, recipe.src, recipe.tgt, building, SPLITS,
+        fairseq_preprocess(sub, recipe.src, recipe.tgt, building, recipe.splits,
                            joined=args.joined_dictionary, workers=args.workers)
         model = subwords.MODEL_FILE[args.subwords]
         shutil.copyfile(sub / model, building / model)
@@ -255,10 +273,13 @@ def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> Non
                 shutil.copyfile(sub / f"{split}.fert",
                                 building / f"{split}.{recipe.src}-{recipe.tgt}.fert")
             shutil.copyfile(sub / "guided.tsv", building / "guided.tsv")
-        counts = {split: len(read_lines(sub / f"{split}.{recipe.src}")) for split in SPLITS}
-        (building / "PREPARED.json").write_text(json.dumps(
-            {"settings": settings, "sentences": counts, "expected": expected_of(recipe, args),
-             "argv": args.argv}, indent=1) + "\n")
+        counts = {split: len(read_lines(sub / f"{split}.{recipe.src}"))
+                  for split in recipe.splits}
+        prepared = {"settings": settings, "sentences": counts,
+                    "expected": expected_of(recipe, args), "argv": args.argv}
+        if recipe.test_names:
+            prepared["test_sets"] = dict(zip(recipe.splits[2:], recipe.test_names))
+        (building / "PREPARED.json").write_text(json.dumps(prepared, indent=1) + "\n")
         os.replace(building, dest)
     finally:
         shutil.rmtree(building, ignore_errors=True)
@@ -332,16 +353,17 @@ def prepare(recipe: Recipe, args) -> Path:
                                               **chosen_options(recipe, args)),
                                   recipe.parts, tmps))
     shutil.rmtree(work / "extracted", ignore_errors=True)
-    step("normalise, tokenise, clean, split", stage_files(tok, SPLITS, recipe),
-         lambda tmps: write_parts(tokenised_splits(recipe, raw, args.workers), SPLITS, tmps))
+    step("normalise, tokenise, clean, split", stage_files(tok, recipe.splits, recipe),
+         lambda tmps: write_parts(tokenised_splits(recipe, raw, args.workers), recipe.splits,
+                                  tmps))
     model = sub / subwords.MODEL_FILE[args.subwords]
     step(f"learn {args.subwords} ({args.size})", [model],
          lambda tmps: subwords.learn(args.subwords, read_parts(tok, ["train"], recipe)["train"],
                                      args.size, tmps[0]))
-    step("apply subwords", stage_files(sub, SPLITS, recipe),
+    step("apply subwords", stage_files(sub, recipe.splits, recipe),
          lambda tmps: write_parts(segmented_splits(recipe, tok, model, args.subwords, args.sink,
                                                    args.workers, args.max_train_subwords),
-                                  SPLITS, tmps))
+                                  recipe.splits, tmps))
     if args.fertility:
         step("aligner fertilities", [sub / "train.fert", sub / "valid.fert", sub / "guided.tsv"],
              lambda tmps: write_fertilities(recipe, sub, args.sink, tmps))

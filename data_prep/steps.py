@@ -59,9 +59,19 @@ def write_lines(path: Path, lines: Iterable[str]) -> Path:
 
 
 def read_lines(path: Path) -> List[str]:
-    """The lines of a UTF-8 text file, without their newlines."""
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+    """The lines of a UTF-8 text file, without their newlines (:func:`split_lines`)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return split_lines(f.read())
+
+
+def split_lines(text: str) -> List[str]:
+    r"""``text`` cut at its newlines (``\n``, or ``\r\n``) only, as Moses' scripts and
+    fairseq read a file: ``str.splitlines`` would also cut at U+2028, U+0085, form feeds
+    and ``\x1c``-``\x1e``, which real corpora hold inside sentences."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def done(outputs: Iterable[Path]) -> bool:

@@ -18,6 +18,7 @@ from data_prep import (
     iwslt14_de_en,
     iwslt15_en_vi,
     kftt_ja_en,
+    multi30k_de_en,
     recipe,
     steps,
     text,
@@ -331,6 +332,7 @@ CORPORA = {  # module, fixture builder, the archive the corrupt-archive test dam
     "iwslt14_de_en": (iwslt14_de_en, fixtures.iwslt14_archive, "de-en.tgz"),
     "iwslt15_en_vi": (iwslt15_en_vi, fixtures.iwslt15_files, None),
     "kftt_ja_en": (kftt_ja_en, fixtures.kftt_archive, "kftt-data-1.0.tar.gz"),
+    "multi30k_de_en": (multi30k_de_en, fixtures.multi30k_files, "train.de.gz"),
     "wmt14_en_de": (wmt14_en_de, fixtures.wmt14_archives, "test-full.tgz"),
     "wmt16_ro_en": (wmt16_ro_en, fixtures.wmt16_archives, "en-ro.txt.zip"),
 }
@@ -354,7 +356,7 @@ def test_every_corpus_resumes_reruns_and_names_a_damaged_archive(tmp_path, capsy
     out = capsys.readouterr().out
     assert "[normalise, tokenise, clean, split] done already" in out  # resumed, not redone
     src, tgt = module.RECIPE.src, module.RECIPE.tgt
-    for split in recipe.SPLITS:
+    for split in module.RECIPE.splits:
         sides = load_split(dest, split, src, tgt)
         assert len(sides[0]) == len(sides[1]) > 0
     prepare(module, tmp_path, raw)

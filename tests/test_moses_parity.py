@@ -4,12 +4,11 @@ the repository: fairseq's prepared IWSLT14 test set and Multi30k's own tokenised
 files), and the rules that real data does not reach against outputs of the scripts
 (today's Moses, and commit 3a0631a for ``moses="2017"``) recorded here."""
 
-import gzip
 from pathlib import Path
 
 import pytest
 
-from data_prep import iwslt14_de_en, recipe, steps, subwords, text
+from data_prep import iwslt14_de_en, multi30k_de_en, recipe, steps, subwords, text
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 needs_realdata = pytest.mark.skipif(
@@ -57,14 +56,12 @@ MULTI30K_SPLITS = ["train", "val", "test_2016_flickr", "test_2017_flickr", "test
 @pytest.mark.parametrize("lang", ["de", "en"])
 @pytest.mark.parametrize("split", MULTI30K_SPLITS)
 def test_multi30k_tokenised_files_line_for_line(split, lang):
-    """The dataset's ``task1-tokenize.sh`` with Moses 3a0631a: lowercase.perl |
-    normalize-punctuation.perl -l LANG | tokenizer.perl -l LANG (sacremoses alone differs
-    on 7 German training lines and 1 validation line: a final period moved behind the
-    closing quote, a lone ``’`` made ``"``)."""
-    with gzip.open(MULTI30K / "raw" / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
-        raw = f.read().splitlines()
-    lines = text.normalize_punctuation(text.lowercase(raw), lang, moses="2017")
-    got = text.moses_tokenize(lines, lang, moses="2017")
+    """The Multi30k recipe's text stage is the dataset's ``task1-tokenize.sh`` with Moses
+    3a0631a: lowercase.perl | normalize-punctuation.perl -l LANG | tokenizer.perl -l LANG
+    (sacremoses alone differs on 7 German training lines and 1 validation line: a final
+    period moved behind the closing quote, a lone ``’`` made ``"``)."""
+    raw = multi30k_de_en.read_gz(MULTI30K / "raw" / f"{split}.{lang}.gz")
+    got = recipe.normalise(multi30k_de_en.RECIPE, raw, lang)
     assert_same_lines(got, steps.read_lines(MULTI30K / "tok" / f"{split}.lc.norm.tok.{lang}"),
                       f"multi30k/tok/{split}.{lang}")
 
