@@ -59,8 +59,10 @@ def write_lines(path: Path, lines: Iterable[str]) -> Path:
 
 
 def read_lines(path: Path) -> List[str]:
-    """The lines of a UTF-8 text file, without their newlines (:func:`split_lines`)."""
-    with open(path, encoding="utf-8", newline="") as f:
+    """The lines of a UTF-8 text file, without their newlines (:func:`split_lines`); a
+    leading byte-order mark is not text and is dropped (Stanford's IWSLT15 tst2013 files
+    start with one)."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
         return split_lines(f.read())
 
 

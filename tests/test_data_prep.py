@@ -64,6 +64,15 @@ def test_atomic_outputs_leave_nothing_behind_when_a_step_fails(tmp_path):
     assert out.read_text() == "done" and calls == [1]  # the second run is skipped
 
 
+def test_read_lines_drops_a_byte_order_mark_and_needs_no_final_newline(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffWhen I was little .\nThank you .".encode("utf-8"))
+    assert steps.read_lines(path) == ["When I was little .", "Thank you ."]
+    # only newlines end a line: U+2028, U+0085 and form feeds are inside sentences
+    path.write_bytes("a\u2028b\x85c\x0cd\r\n\ne".encode("utf-8"))
+    assert steps.read_lines(path) == ["a\u2028b\x85c\x0cd", "", "e"]
+
+
 def test_clean_pairs_follows_moses_clean_corpus():
     src = ["a b c", "", "a", "a  b", "w " * 176]
     tgt = ["x y z", "x", "x y z w", "x y", "v " * 176]
