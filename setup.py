@@ -28,7 +28,7 @@ setup(
     entry_points={
         "console_scripts": [
             "sparse-attn-synth = data_prep.synthetic:main",
-            "sparse-attn-demo = sparse_attn_plugin.demo:main",
+            "sparse-attn-compare = sparse_attn_plugin.compare:main",
             "sparse-attn-score = sparse_attn_plugin.evaluation.cli:main",
             "sparse-attn-align = sparse_attn_plugin.evaluation.align_cli:main",
             "sparse-attn-analyze = sparse_attn_plugin.analysis.cli:main",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from data_prep.synthetic import binarize, write_corpus
 from sparse_attn_plugin import pipeline
-from sparse_attn_plugin.demo import MODEL_FLAGS as DEMO_FLAGS
+from sparse_attn_plugin.comparison.models import ARCHITECTURES
 from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES
 from sparse_attn_plugin.pipeline import device_flags
 from sparse_attn_plugin.provenance import provenance_header
@@ -35,7 +35,8 @@ TRAIN_FLAGS = ["--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "4096", "-
 # model -> (fairseq-train flags, default number of updates)
 MODELS = {
     "iwslt": (["--arch", "sparse_transformer_iwslt_de_en", *TRAIN_FLAGS], 20),
-    "demo": ([*DEMO_FLAGS, "--disable-validation", "--log-interval", "5"], 60),
+    "demo": ([*ARCHITECTURES["tiny"].flags, "--seed", "1", "--no-epoch-checkpoints",
+              "--disable-validation", "--log-interval", "5"], 60),
 }
 METHOD = ("Training speed is the median of fairseq-train's words/s over its logging "
           "intervals (every 5 updates, the first left out); generation forces every "

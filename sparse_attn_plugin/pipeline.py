@@ -12,7 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from tqdm import tqdm
@@ -62,7 +62,7 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
     With ``fresh`` (the default) checkpoints already in ``save_dir`` are deleted
     first: fairseq-train would otherwise resume from ``checkpoint_last.pt`` and a
     re-run would train nothing. Without it, an interrupted run resumes where it
-    stopped, and a finished one is kept as it is. ``skip_first_interval`` leaves the
+    stopped (``train.log`` goes on), and a finished one is kept as it is. ``skip_first_interval`` leaves the
     first logging interval (start-up, memory allocation) out of the words/s median.
     """
     save_dir = Path(save_dir)
@@ -74,7 +74,7 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
            "--save-dir", str(save_dir), "--max-update", str(max_update),
            "--log-format", "json", "--no-progress-bar", *flags]
     wps, epoch_wps, valid_loss, updates = [], [], None, 0
-    with open(log, "w") as out, tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
+    with open(log, "w" if fresh else "a") as out, tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env)
         for line in proc.stdout:
@@ -102,6 +102,33 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
         raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
     return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps) if wps else None,
                        valid_loss, updates, log)
+
+
+def validation_curve(log: Path) -> List[Tuple[int, float]]:
+    """``(updates, validation loss)`` of every validation a ``train.log`` records (loss
+    in base 2, as fairseq prints it)."""
+    curve = []
+    for line in Path(log).read_text(errors="replace").splitlines():
+        match = _JSON_LOG.search(line)
+        if match and match.group(1) == "valid":
+            record = json.loads(match.group(2))
+            curve.append((int(record["valid_num_updates"]), float(record["valid_loss"])))
+    return curve
+
+
+#: Why fairseq-train stopped, as its log says it, for :func:`stop_reason`.
+_STOPS = (("early stop since valid performance hasn't improved", "converged"),
+          ("Stopping training due to cumulative_training_time", "time budget"))
+
+
+def stop_reason(log: Path) -> str:
+    """``converged`` (``--patience`` validations without a better loss), ``time budget``
+    (``--stop-time-hours``) or ``cap`` (``--max-update`` or ``--max-epoch``), from the
+    last run a ``train.log`` records."""
+    text = Path(log).read_text(errors="replace")
+    found = [(text.rfind(marker), reason) for marker, reason in _STOPS]
+    position, reason = max(found)
+    return reason if position >= 0 else "cap"
 
 
 @dataclass

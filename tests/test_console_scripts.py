@@ -15,7 +15,7 @@ from conftest import BIN, REPO, fairseq_env
 
 #: Every console script setup.py installs; each has a test below.
 SCRIPTS = ("sparse-attn-score", "sparse-attn-align", "sparse-attn-analyze", "sparse-attn-synth",
-           "sparse-attn-demo")
+           "sparse-attn-compare")
 RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16_ro_en")
 
 
@@ -170,16 +170,19 @@ def test_synth_bad_input(tmp_path, args, message):
     assert not (tmp_path / "raw").exists()
 
 
-# -- sparse-attn-demo (the full demo trains eight models: only its refusals run here; a
-# small demo runs in-process in test_demo_and_benchmark) --------------------------------------
+# -- sparse-attn-compare (a full comparison trains eight models: only its refusals run
+# here; small comparisons run in test_compare) ----------------------------------------------
 @pytest.mark.parametrize("args,message", [
-    (["--rows", "softmax,nope"], "unknown --rows ['nope']"),
-    (["--updates", "0"], "--updates, --train-size and --eval-size must be positive"),
+    (["--rows", "softmax,nope"], "unknown --rows ['nope'] for --model tiny"),
+    (["--model", "lstm", "--rows", "entmax15"], "unknown --rows ['entmax15'] for --model lstm"),
+    (["--max-updates", "0"], "--max-updates, --validate-every, --train-size and --eval-size "
+                             "must be positive"),
+    (["--data", "nowhere"], "nowhere: no such data folder"),
 ])
-def test_demo_bad_input(tmp_path, args, message):
-    proc = script("sparse-attn-demo", *args, "--out", tmp_path / "out", "--work-dir",
+def test_compare_bad_input(tmp_path, args, message):
+    proc = script("sparse-attn-compare", *args, "--out", tmp_path / "out", "--work-dir",
                   tmp_path / "work")
-    assert message in failed_in_one_line(proc, "sparse-attn-demo")
+    assert message in failed_in_one_line(proc, "sparse-attn-compare")
     assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
 
 

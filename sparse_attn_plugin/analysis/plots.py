@@ -1,6 +1,6 @@
 """PNG figures of the analyses: learned alpha per site (Correia et al. 2019, Figure 2),
 alpha trajectories during training (their Figure 4), attention maps side by side, and
-the demo's BLEU and sparsity per model."""
+a comparison's BLEU, sparsity and training curves per model."""
 
 import logging
 from pathlib import Path
@@ -109,4 +109,20 @@ def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
             right.text(1, y, "n/a", va="center", fontsize=8)
     right.set_xlabel("exactly-zero attention weights (%, mean of the sites)")
     right.set_xlim(0, 100)
+    return _save(figure, path)
+
+
+def training_curves(curves: Dict[str, Sequence[Tuple[int, float]]], path: Path) -> Path:
+    """Validation loss (base 2, as fairseq prints it) against training updates, one line
+    per model."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for label, curve in curves.items():
+        if curve:
+            updates, losses = zip(*curve)
+            axis.plot(updates, losses, marker=".", label=label)
+    axis.set_xlabel("training updates")
+    axis.set_ylabel("validation loss (bits per token)")
+    axis.legend(fontsize=8)
+    axis.grid(alpha=0.3)
     return _save(figure, path)

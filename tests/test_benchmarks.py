@@ -1,4 +1,4 @@
-"""The demo and the training benchmark run end to end at a tiny scale and write
+"""The benchmarks run end to end at a tiny scale and write
 complete tables (no timing is asserted: speed is only ever a ratio)."""
 
 import importlib.util
@@ -8,48 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparse_attn_plugin import demo
-
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def test_demo_writes_the_comparison(tmp_path):
-    demo.main(["--updates", "12", "--train-size", "200", "--eval-size", "30",
-               "--rows", "softmax,entmax_alpha,csparsemax,kernel_rbf",
-               "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")])
-    rows = json.loads((tmp_path / "out" / "demo.json").read_text())["rows"]
-    assert [r["attention"] for r in rows] == ["softmax", "entmax_alpha", "csparsemax",
-                                              "kernel_rbf"]
-    for row in rows:
-        assert 0 <= row["bleu"] <= 100 and "tok:none" in row["bleu_signature"]
-        assert 0 <= row["meteor"] <= 100 and row["rep"] >= 0 and 0 <= row["drop"] <= 100
-        assert row["valid_loss"] > 0 and row["updates"] == 12
-    for row in rows[:3]:
-        assert set(row["zero_fraction"]) == {"encoder_self", "decoder_self", "decoder_cross"}
-    assert rows[0]["zero_fraction"]["encoder_self"] == 0  # softmax is dense
-    assert len(rows[1]["alphas"]["decoder_cross"]) == 2 * 4  # layers x heads
-    assert rows[2]["zero_fraction"]["encoder_self"] == 0  # csparsemax: cross-attention only
-    assert rows[3]["zero_fraction"] == {}                 # a kernel smoother: no normaliser
-    table = (tmp_path / "out" / "README.md").read_text()
-    assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
-    assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
-    for image in ("comparison.png", "alphas.png", "attention-maps.png"):
-        assert (tmp_path / "out" / image).read_bytes().startswith(b"\x89PNG")
-        assert f"![{image}]({image})" in table
-
-    # A re-run in the same work directory trains from scratch (fairseq would resume).
-    demo.main(["--updates", "12", "--train-size", "200", "--eval-size", "30",
-               "--rows", "softmax", "--out", str(tmp_path / "again"),
-               "--work-dir", str(tmp_path / "work")])
-    again = json.loads((tmp_path / "again" / "demo.json").read_text())["rows"]
-    assert again[0]["updates"] == 12
-
-
-def test_demo_rejects_unknown_normaliser(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        demo.main(["--rows", "softmax,nope", "--out", str(tmp_path)])
-    assert exit_info.value.code == 1 and "unknown --rows ['nope']" in capsys.readouterr().err
-    assert not list(tmp_path.iterdir())
 
 
 def load_benchmark(name):

@@ -1,0 +1,10 @@
+"""Comparing kinds of attention on one corpus: ``python -m sparse_attn_plugin.compare``.
+
+* :mod:`.corpus`: what a comparison reads from a prepared data folder (or the synthetic
+  corpus it builds);
+* :mod:`.models`: the architectures and, for each, the rows (kinds of attention) it can
+  compare;
+* :mod:`.run`: one row trained until it converges or its time budget ends, and scored;
+  resumable;
+* :mod:`.report`: the table, the JSON record and the figures.
+"""

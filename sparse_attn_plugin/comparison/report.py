@@ -1,0 +1,119 @@
+"""A comparison's report: the table (``README.md``), the record (``comparison.json``)
+and the figures, from the rows :mod:`.run` returns."""
+
+from pathlib import Path
+from typing import List, Sequence
+
+from ..evaluation.drop import RECOMMENDED_SYMMETRIZATION
+from ..normalizers import SITES
+from ..provenance import provenance_header
+from ..results_io import markdown_table
+from .corpus import Corpus
+from .published import published_rows
+
+SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
+STOPPED = {"converged": "converged", "time budget": "time budget ended",
+           "cap": "update cap reached"}
+
+
+def _ratio(value, base):
+    return f"{value / base:.2f}" if value and base else "n/a"
+
+
+def _alpha_cell(alphas):
+    if not alphas:
+        return "-"
+    return "; ".join(f"{SITE_LABELS[s]} {sum(a) / len(a):.2f} [{min(a):.2f}, {max(a):.2f}]"
+                     for s, a in alphas.items())
+
+
+def _zero_cell(fractions):
+    if not fractions:
+        return "- (no normaliser)"
+    return " / ".join(f"{100 * fractions[s]:.1f}%" if s in fractions else "-" for s in SITES)
+
+
+def _number(value, digits=2):
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
+    base = next((r for r in rows if r["attention"] == "softmax"), None)
+    tests = list(corpus.tests)
+    return markdown_table(
+        ["attention", *(f"BLEU {corpus.tests[t]}" for t in tests), "METEOR", "REP", "DROP",
+         "best valid loss", "updates (why training stopped)",
+         "zero weights enc-self / dec-self / cross", "learned alpha: mean [min, max]",
+         "train words/s ÷ softmax", "generate sent/s ÷ softmax"],
+        [[titles[r["attention"]], *(f"{r['bleu'][t]:.2f}" for t in tests), _number(r["meteor"]),
+          f"{r['rep']:.2f}", f"{r['drop']:.2f}", _number(r["valid_loss"], 3),
+          f"{r['updates']} ({STOPPED[r['stopped']]})", _zero_cell(r["zero_fraction"]),
+          _alpha_cell(r["alphas"]),
+          _ratio(r["train_words_per_second"], base and base["train_words_per_second"]),
+          _ratio(r["generate_sentences_per_second"],
+                 base and base["generate_sentences_per_second"])] for r in rows])
+
+
+def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, command: str,
+           images: Sequence[str], smoke: bool) -> str:
+    signature = rows[0]["bleu_signature"] if rows else ""
+    heading = f"# Every kind of attention on {corpus.title}"
+    published = published_rows(corpus.title)
+    return (
+        heading + (" (SMOKE RUN: a check that the pipeline runs, not a result)" if smoke
+                   else "") + "\n\n"
+        f"{provenance_header(command)}\n"
+        f"Settings: {settings}. Every row has the same architecture, data, seed and stopping "
+        "rule; only the attention differs. Each trains until its validation loss has not "
+        "improved for the patience's number of validations (converged), or its time budget "
+        "or the update cap ends it first (said in the updates column); the best "
+        "checkpoint translates. BLEU is sacreBLEU on the tokenised text the corpus was "
+        f"prepared as, subwords merged (`{signature}`), on each test split; METEOR "
+        "(Meteor 1.5), REP (repeated bigrams not in the reference, x100 over reference "
+        "tokens, lower is better) and DROP (the share of aligned source words the "
+        f"translation leaves unaligned: fast_align trained on the training pairs, "
+        f"`{RECOMMENDED_SYMMETRIZATION}` alignments, lower is better) are on the first "
+        "test split; zero weights are the share of exactly-zero attention weights among "
+        "unmasked keys, teacher-forced on that split; speed columns are ratios to softmax "
+        "measured in this run (fairseq's median training words/s, and generation "
+        "sentences/s); learned alpha is `entmax_alpha`'s alpha per head, over the layers "
+        "and heads of each site.\n\n" + table(rows, titles, corpus) + "\n"
+        + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
+           if published else "")
+        + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
+
+
+def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
+            out: Path) -> List[Path]:
+    """BLEU and sparsity per row; the validation curves; the learned alphas; one test
+    sentence's cross-attention (last layer, mean of the heads) under softmax and
+    1.5-entmax (or the first other row with a normaliser)."""
+    from ..analysis import plots
+    from ..analysis.cli import load, sentence_attention
+
+    def zero_share(row):
+        values = list(row["zero_fraction"].values())
+        return sum(values) / len(values) if values else None
+
+    labels = [titles[r["attention"]] for r in rows]
+    written = [plots.comparison_bars(labels, [r["bleu"]["test"] for r in rows],
+                                     [zero_share(r) for r in rows], out / "comparison.png"),
+               plots.training_curves({label: r["validation_curve"]
+                                      for label, r in zip(labels, rows)},
+                                     out / "training-curves.png")]
+    alphas = next((r["alphas"] for r in rows if r["alphas"]), None)
+    if alphas:
+        written.append(plots.alpha_histograms(alphas, out / "alphas.png"))
+    sparse = sorted((r["attention"] for r in rows
+                     if r["attention"] != "softmax" and r["zero_fraction"]),
+                    key=lambda name: name != "entmax15")
+    if sparse and any(r["attention"] == "softmax" for r in rows):
+        panels = []
+        for name in ["softmax", sparse[0]]:
+            model, task = load(work / name / "checkpoint_best.pt", corpus.data)
+            weights, queries, keys, layer = sentence_attention(
+                model, task, "test", 0, "decoder_cross", -1, "mean")
+            panels.append((f"{titles[name]}: cross-attention, layer {layer}, mean of the heads",
+                           weights, queries, keys))
+        written.append(plots.attention_maps(panels, out / "attention-maps.png"))
+    return written

@@ -1,0 +1,140 @@
+"""One row of a comparison: trained with ``fairseq-train`` until its validation loss
+stops improving (``--patience`` validations without a better one), its time budget ends
+(``--stop-time-hours``: training time, kept across resumptions) or the update cap is
+reached; then its best checkpoint translates every test split (``fairseq-generate``,
+beam 5) and is scored.
+
+Resumable row by row, under ``WORK/ROW``: ``spec.json`` holds the commands' flags (other
+flags start the row afresh); ``trained.json`` marks the training finished, so a
+converged model is not trained again; ``row.json`` holds the finished row, so a
+finished row is only read. An interrupted training resumes from its
+``checkpoint_last.pt``.
+"""
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from .. import pipeline
+from ..evaluation import corpus_bleu, corpus_rep
+from ..evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
+from ..normalizers import SITES
+from ..pipeline import device_flags
+from ..results_io import write_json_atomic
+from .corpus import Corpus, drop_sink
+from .models import Architecture
+
+GENERATE = ["--beam", "5", "--batch-size", "128"]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a row's training stops: ``patience`` validations without a better loss,
+    ``minutes`` of training, or ``max_update`` updates; a validation every
+    ``validate_every`` updates (None: after every epoch)."""
+
+    patience: int
+    minutes: Optional[float]
+    max_update: int
+    validate_every: Optional[int] = None
+
+    def flags(self) -> List[str]:
+        flags = ["--patience", str(self.patience)]
+        if self.minutes:
+            flags += ["--stop-time-hours", f"{self.minutes / 60:.6f}"]
+        if self.validate_every:
+            flags += ["--validate-interval-updates", str(self.validate_every),
+                      "--save-interval-updates", str(self.validate_every),
+                      "--keep-interval-updates", "1"]
+        return flags
+
+
+def row_flags(architecture: Architecture, name: str, schedule: Schedule, seed: int):
+    """The ``fairseq-train`` and ``fairseq-generate`` flags of one row."""
+    row = architecture.rows[name]
+    train = [*architecture.flags, *row.train, *schedule.flags(), "--seed", str(seed),
+             "--log-interval", "25", "--no-epoch-checkpoints", *device_flags()]
+    return train, [*GENERATE, *row.decode, *device_flags()]
+
+
+def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Schedule,
+            work: Path, seed: int, scorers) -> dict:
+    """Train (or resume, or reuse) and score one row; see the module's docstring."""
+    folder = Path(work) / name
+    train_flags, generate_flags = row_flags(architecture, name, schedule, seed)
+    spec = {"data": str(corpus.data), "train": train_flags, "generate": generate_flags,
+            "max_update": schedule.max_update}
+    if _read(folder / "spec.json") != spec:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        write_json_atomic(folder / "spec.json", spec)
+    done = _read(folder / "row.json")
+    if done:
+        print(f"[compare]     {name}: finished before, reused", flush=True)
+        return done
+    trained = _read(folder / "trained.json")
+    if not trained:
+        result = pipeline.train(corpus.data, folder, train_flags, schedule.max_update,
+                                desc=f"{name:>12} train", fresh=False, skip_first_interval=True)
+        trained = {"updates": result.updates, "train_words_per_second": result.words_per_second,
+                   "stopped": pipeline.stop_reason(result.log)}
+        write_json_atomic(folder / "trained.json", trained)
+    row = {"attention": name, **trained, **score(corpus, folder, generate_flags, scorers)}
+    curve = pipeline.validation_curve(folder / "train.log")
+    row["validation_curve"] = curve
+    row["valid_loss"] = min((loss for _, loss in curve), default=None)
+    write_json_atomic(folder / "row.json", row)
+    return row
+
+
+def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> dict:
+    """Translate every test split with the best checkpoint; BLEU on each, METEOR, REP
+    and DROP on ``test``; speed; zero weights and learned alphas per site (teacher-forced
+    on ``test``)."""
+    checkpoint = folder / "checkpoint_best.pt"
+    bleu, first = {}, None
+    for split in corpus.tests:
+        remove_bpe = ["--remove-bpe", corpus.remove_bpe] if corpus.remove_bpe else []
+        generated = pipeline.generate(
+            corpus.data, checkpoint, [*generate_flags, *corpus.generate_flags, *remove_bpe,
+                                      "--gen-subset", split], folder / f"generate-{split}.log")
+        out = generated.output
+        bleu[split] = corpus_bleu(out.hypotheses, out.references)
+        first = first or generated
+    out = first.output
+    sources = [drop_sink(line) for line in out.sources]
+    stats = site_statistics(checkpoint, corpus.data)
+    return {
+        "bleu": {split: result.score for split, result in bleu.items()},
+        "bleu_signature": bleu["test"].signature,
+        "meteor": scorers.meteor.score(out.hypotheses, out.references).corpus
+        if scorers.meteor else None,
+        "rep": corpus_rep(out.hypotheses, out.references).score,
+        "drop": corpus_drop(scorers.aligner, sources, out.hypotheses, out.references,
+                            symmetrize=RECOMMENDED_SYMMETRIZATION).score,
+        "generate_sentences_per_second": first.sentences_per_second,
+        "zero_fraction": {site: stats[site].zero_fraction for site in SITES if site in stats},
+        "alphas": {site: stats[site].alphas for site in SITES
+                   if site in stats and stats[site].alphas},
+    }
+
+
+def site_statistics(checkpoint: Path, data: Path, subset: str = "test"):
+    """Zero fraction and learned alphas per site, under teacher forcing on ``subset``
+    (none for a model without attention normalisers, e.g. a kernel smoother)."""
+    from ..analysis import attention_statistics
+    from ..analysis.cli import dataset, load
+
+    model, task = load(checkpoint, data)
+    batches = task.get_batch_iterator(dataset(task, subset), max_tokens=4096).next_epoch_itr(
+        shuffle=False)
+    try:
+        return attention_statistics(model, batches)
+    except ValueError:
+        return {}
+
+
+def _read(path: Path) -> Optional[dict]:
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,90 @@
+"""``sparse-attn-compare`` end to end at a tiny scale: the synthetic corpus (the demo),
+resumption row by row, and a prepared folder's test splits and subwords."""
+
+import json
+
+import pytest
+
+from sparse_attn_plugin import compare
+from sparse_attn_plugin.comparison.corpus import CorpusError, open_corpus
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+TINY = ["--train-size", "200", "--eval-size", "30", "--max-updates", "12",
+        "--validate-every", "6"]
+
+
+def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
+    out, work = tmp_path / "out", tmp_path / "work"
+    compare.main([*TINY, "--rows", "softmax,entmax_alpha,csparsemax,kernel_rbf",
+                  "--out", str(out), "--work-dir", str(work)])
+    rows = json.loads((out / "comparison.json").read_text())["rows"]
+    assert [r["attention"] for r in rows] == ["softmax", "entmax_alpha", "csparsemax",
+                                              "kernel_rbf"]
+    for row in rows:
+        assert set(row["bleu"]) == {"test"} and 0 <= row["bleu"]["test"] <= 100
+        assert "tok:none" in row["bleu_signature"]
+        assert 0 <= row["meteor"] <= 100 and row["rep"] >= 0 and 0 <= row["drop"] <= 100
+        assert row["updates"] == 12 and row["stopped"] == "cap"
+        assert [u for u, _ in row["validation_curve"]] == [6, 12]
+        assert row["valid_loss"] == min(loss for _, loss in row["validation_curve"])
+    for row in rows[:3]:
+        assert set(row["zero_fraction"]) == {"encoder_self", "decoder_self", "decoder_cross"}
+    assert rows[0]["zero_fraction"]["encoder_self"] == 0  # softmax is dense
+    assert len(rows[1]["alphas"]["decoder_cross"]) == 2 * 4  # layers x heads
+    assert rows[2]["zero_fraction"]["encoder_self"] == 0  # csparsemax: cross-attention only
+    assert rows[3]["zero_fraction"] == {}                 # a kernel smoother: no normaliser
+    table = (out / "README.md").read_text()
+    assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
+    assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
+    assert "12 (update cap reached)" in table and "SMOKE" not in table
+    for image in ("comparison.png", "training-curves.png", "alphas.png", "attention-maps.png"):
+        assert (out / image).read_bytes().startswith(b"\x89PNG")
+        assert f"![{image}]({image})" in table
+
+    # The same command again: every row finished, none trained again.
+    capsys.readouterr()
+    compare.main([*TINY, "--rows", "softmax,kernel_rbf", "--out", str(tmp_path / "again"),
+                  "--work-dir", str(work)])
+    assert capsys.readouterr().out.count("finished before, reused") == 2
+    again = json.loads((tmp_path / "again" / "comparison.json").read_text())["rows"]
+    assert again == [rows[0], rows[3]]
+
+    # Other flags train the row afresh; an interrupted training resumes where it stopped.
+    (work / "tiny" / "softmax" / "row.json").unlink()
+    (work / "tiny" / "softmax" / "trained.json").unlink()
+    compare.main([*TINY[:-3], "20", "--validate-every", "6", "--rows", "softmax",
+                  "--out", str(tmp_path / "longer"), "--work-dir", str(work)])
+    longer = json.loads((tmp_path / "longer" / "comparison.json").read_text())["rows"][0]
+    assert longer["updates"] == 20
+    assert [u for u, _ in longer["validation_curve"]] == [6, 12, 18, 20]  # 1-12 kept
+
+
+def test_a_row_stops_when_its_validation_loss_stops_improving(tmp_path):
+    out = tmp_path / "out"
+    compare.main(["--train-size", "200", "--eval-size", "30", "--max-updates", "400",
+                  "--validate-every", "2", "--patience", "1", "--rows", "softmax",
+                  "--out", str(out), "--work-dir", str(tmp_path / "work")])
+    row = json.loads((out / "comparison.json").read_text())["rows"][0]
+    losses = [loss for _, loss in row["validation_curve"]]
+    assert row["stopped"] == "converged" and row["updates"] < 400
+    assert losses[-1] >= losses[-2]  # patience 1: the first validation that did not improve
+
+
+def test_a_prepared_folder_gives_its_test_splits_and_subwords(tmp_path):
+    (tmp_path / "train.de-en.de.idx").touch()
+    (tmp_path / "valid.de-en.de.idx").touch()
+    with pytest.raises(CorpusError, match="no binarised test split"):
+        open_corpus(tmp_path)
+    for split in ("test", "test1", "test2"):
+        (tmp_path / f"{split}.de-en.de.idx").touch()
+    (tmp_path / "PREPARED.json").write_text(json.dumps({
+        "settings": {"corpus": "multi30k_de_en", "subwords": "sentencepiece"},
+        "test_sets": {"test": "test_2016_flickr", "test1": "test_2017_flickr"}}))
+    corpus = open_corpus(tmp_path)
+    assert (corpus.src, corpus.tgt, corpus.remove_bpe) == ("de", "en", "sentencepiece")
+    assert corpus.tests == {"test": "test_2016_flickr", "test1": "test_2017_flickr",
+                            "test2": "test2"}
+    assert open_corpus(tmp_path, "subword_nmt").remove_bpe == "subword_nmt"
+    (tmp_path / "train.en-de.en.idx").touch()
+    with pytest.raises(CorpusError, match="expected one binarised training split"):
+        open_corpus(tmp_path)
