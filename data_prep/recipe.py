@@ -111,6 +111,9 @@ class Recipe:
             parts are the splits.
         expected: sentence pairs per split of the published recipe.
         options: the corpus's own command-line choices.
+        settings: what else decides the prepared data, recorded in ``PREPARED.json``
+            with the command line's settings (a recipe built from the command line, as
+            :mod:`data_prep.parallel` builds one, records its inputs and preprocessing).
     """
 
     name: str
@@ -136,6 +139,7 @@ class Recipe:
     split: Optional[Callable[[Parts], Parts]] = None
     expected: Dict[str, int] = field(default_factory=dict)
     options: Tuple[Option, ...] = ()
+    settings: Dict[str, object] = field(default_factory=dict)
 
     @property
     def splits(self) -> Tuple[str, ...]:
@@ -302,7 +306,7 @@ def settings_of(recipe: Recipe, args) -> dict:
         changed["max_train_subwords"] = args.max_train_subwords
     return {"corpus": recipe.name, "subwords": args.subwords, "size": args.size,
             "joined_dictionary": args.joined_dictionary, "sink": args.sink,
-            "fertility": args.fertility, **changed}
+            "fertility": args.fertility, **recipe.settings, **changed}
 
 
 def expected_of(recipe: Recipe, args) -> Dict[str, int]:
@@ -402,18 +406,26 @@ def _difference(old: dict, new: dict) -> str:
 
 
 # -- the command line ---------------------------------------------------------------------------
-def build_parser(recipe: Recipe) -> CommandParser:
+def build_parser(recipe: Recipe, prog: Optional[str] = None,
+                 description: Optional[str] = None) -> CommandParser:
+    """The options every preparation shares, with ``recipe``'s defaults. A recipe without
+    :attr:`Recipe.sources` downloads nothing, so it has no ``--raw-dir`` or
+    ``--no-checksums``; one without a :attr:`Recipe.name` needs ``--name``."""
     p = CommandParser(
-        prog=f"python -m data_prep.{recipe.name}",
-        description=f"Prepare {recipe.title} for fairseq: download, clean, tokenise, "
-                    "subwords, binarise (see data_prep/recipe.py).")
-    p.add_argument("--name", default=recipe.name, help="folder under --dest-dir "
-                                                       f"(default {recipe.name})")
+        prog=prog or f"python -m data_prep.{recipe.name}",
+        description=description or f"Prepare {recipe.title} for fairseq: download, clean, "
+                                   "tokenise, subwords, binarise (see data_prep/recipe.py).")
+    p.add_argument("--name", default=recipe.name or None, required=not recipe.name,
+                   help="folder under --dest-dir"
+                        + (f" (default {recipe.name})" if recipe.name else ""))
     p.add_argument("--dest-dir", default="data-bin", help="default data-bin")
     p.add_argument("--work-dir", default="data-work",
                    help="archives and intermediates, under NAME (default data-work)")
-    p.add_argument("--raw-dir", help="offline: take the archives from this directory and "
-                                     f"download nothing (or set {RAW_DIR_ENV})")
+    if recipe.sources:
+        p.add_argument("--raw-dir", help="offline: take the archives from this directory and "
+                                         f"download nothing (or set {RAW_DIR_ENV})")
+    else:  # nothing to fetch: prepare() sees the flags' no-op values
+        p.set_defaults(raw_dir=None, no_checksums=False)
     p.add_argument("--subwords", choices=subwords.SCHEMES, default=recipe.subwords,
                    help="joint BPE with subword-nmt, a sentencepiece BPE model, or none "
                         f"(words); default {recipe.subwords}")
@@ -428,9 +440,10 @@ def build_parser(recipe: Recipe) -> CommandParser:
     dictionaries.add_argument("--separate-dictionaries", dest="joined_dictionary",
                               action="store_false", help="one dictionary per language"
                               + ("" if recipe.joined_dictionary else " (default)"))
-    p.add_argument("--no-checksums", action="store_true",
-                   help="accept archives whose size or checksum differs from the published "
-                        "one (a host that re-packed them)")
+    if recipe.sources:
+        p.add_argument("--no-checksums", action="store_true",
+                       help="accept archives whose size or checksum differs from the "
+                            "published one (a host that re-packed them)")
     p.add_argument("--max-train-subwords", type=int, metavar="N",
                    help="drop the training pairs with more than N subwords on either side "
                         "(default: keep them; the word-level cleaning applies either way)")
@@ -450,8 +463,9 @@ def build_parser(recipe: Recipe) -> CommandParser:
     return p
 
 
-def main(recipe: Recipe, argv=None) -> Path:
-    parser = build_parser(recipe)
+def parse(parser: CommandParser, argv=None):
+    """``argv`` (default the command line's) parsed and checked; kept as ``args.argv``
+    for ``PREPARED.json``."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = parser.parse_args(argv)
     args.argv = argv
@@ -459,7 +473,17 @@ def main(recipe: Recipe, argv=None) -> Path:
         parser.error("--bpe-merges must be positive")
     if args.max_train_subwords is not None and args.max_train_subwords < 1:
         parser.error("--max-train-subwords must be positive")
+    return args
+
+
+def run(recipe: Recipe, args, parser: CommandParser) -> Path:
+    """:func:`prepare`, its errors reported in one line by ``parser``."""
     try:
         return prepare(recipe, args)
     except PrepError as err:
         parser.fail(err)
+
+
+def main(recipe: Recipe, argv=None) -> Path:
+    parser = build_parser(recipe)
+    return run(recipe, parse(parser, argv), parser)

@@ -218,3 +218,13 @@ def test_data_prep_recipe_without_its_archives(recipe, tmp_path):
                   tmp_path / "bin", "--work-dir", tmp_path / "work")
     assert ": not found; offline mode" in failed_in_one_line(proc, f"python -m data_prep.{recipe}")
     assert not (tmp_path / "bin").exists()
+
+
+def test_data_prep_parallel_without_its_files(tmp_path):
+    proc = module("data_prep.parallel", "--src", "de", "--tgt", "en", "--train",
+                  tmp_path / "train", "--valid", tmp_path / "valid", "--test", tmp_path / "test",
+                  "--name", "mine", "--dest-dir", tmp_path / "bin", "--work-dir",
+                  tmp_path / "work")
+    assert failed_in_one_line(proc, "python -m data_prep.parallel") == \
+        f"{tmp_path / 'train.de'}: no such file"
+    assert not (tmp_path / "bin").exists()
