@@ -19,6 +19,7 @@ command again after an interruption and finished rows are not trained again.
 
 import logging
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -108,6 +109,10 @@ def scorers_for(corpus, smoke: bool):
     return SimpleNamespace(aligner=aligner, meteor=meteor)
 
 
+def _stop(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -136,6 +141,7 @@ def main(argv=None):
     work = args.work_dir or REPO_ROOT / ".work" / "compare" / label
 
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
+    signal.signal(signal.SIGTERM, _stop)  # `kill` stops the training under way too
     start = time.time()
     if corpus is None:
         print(f"[compare] synthetic corpus ({args.train_size} training pairs) -> {work}",
@@ -168,8 +174,9 @@ def main(argv=None):
     drawn = figures(rows, titles, work / model, corpus, out)
     report = render(rows, titles, corpus, settings, command, [p.name for p in drawn],
                     args.smoke)
-    write_json_atomic(out / "comparison.json", {"rows": rows, "settings": settings,
-                                                "command": command, "smoke": args.smoke})
+    write_json_atomic(out / "comparison.json", {
+        "corpus": corpus.title, "tests": corpus.tests, "rows": rows, "settings": settings,
+        "command": command, "smoke": args.smoke})
     write_text_atomic(out / "README.md", report)
     print(report)
     print(f"[compare] done in {time.time() - start:.0f} s; wrote {out / 'README.md'}")

@@ -62,8 +62,10 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
     With ``fresh`` (the default) checkpoints already in ``save_dir`` are deleted
     first: fairseq-train would otherwise resume from ``checkpoint_last.pt`` and a
     re-run would train nothing. Without it, an interrupted run resumes where it
-    stopped (``train.log`` goes on), and a finished one is kept as it is. ``skip_first_interval`` leaves the
-    first logging interval (start-up, memory allocation) out of the words/s median.
+    stopped (``train.log`` goes on), and a finished one is kept as it is.
+    ``skip_first_interval`` leaves the first logging interval (start-up, memory
+    allocation) out of the words/s median. Stopping the caller (an exception, Ctrl-C)
+    stops fairseq-train too.
     """
     save_dir = Path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
@@ -74,24 +76,30 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
            "--save-dir", str(save_dir), "--max-update", str(max_update),
            "--log-format", "json", "--no-progress-bar", *flags]
     wps, epoch_wps, valid_loss, updates = [], [], None, 0
-    with open(log, "w" if fresh else "a") as out, tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
+    with open(log, "w" if fresh else "a") as out, \
+            tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env)
-        for line in proc.stdout:
-            out.write(line)
-            match = _JSON_LOG.search(line)
-            if not match:
-                continue
-            kind, record = match.group(1), json.loads(match.group(2))
-            if kind == "train_inner":
-                wps.append(float(record["wps"]))
-                bar.update(int(record["num_updates"]) - bar.n)
-                updates = int(record["num_updates"])
-            elif kind == "valid":
-                valid_loss = float(record["valid_loss"])
-            elif kind == "train":
-                updates = int(record["train_num_updates"])
-                epoch_wps.append(float(record["train_wps"]))
+        try:  # a stopped caller stops its training too, rather than orphaning it
+            for line in proc.stdout:
+                out.write(line)
+                match = _JSON_LOG.search(line)
+                if not match:
+                    continue
+                kind, record = match.group(1), json.loads(match.group(2))
+                if kind == "train_inner":
+                    wps.append(float(record["wps"]))
+                    bar.update(int(record["num_updates"]) - bar.n)
+                    updates = int(record["num_updates"])
+                elif kind == "valid":
+                    valid_loss = float(record["valid_loss"])
+                elif kind == "train":
+                    updates = int(record["train_num_updates"])
+                    epoch_wps.append(float(record["train_wps"]))
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
         bar.update(max_update - bar.n)
     if proc.wait() != 0:
         _fail("fairseq-train", log)

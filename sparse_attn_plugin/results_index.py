@@ -4,8 +4,10 @@ For each paper config in ``configs/``: the runs of it in ``results/<name>/`` (th
 run's ``results.json``, else the smoke run's ``smoke.json``) with, per table row, our
 figures beside the paper's for each metric the paper reports (and BLEU always); the
 command, commit and machine each file names; and, for a full run not made here, what it
-takes. Then every other results file (benchmarks, calibrations, the demo) with its
-provenance. Every number on the page is read from a file a script wrote.
+takes. Then each comparison of every kind of attention on one corpus
+(``sparse-attn-compare``: the demo, Multi30k, KFTT) with the published figures on that
+corpus, and every other results file (benchmarks, calibrations) with its provenance.
+Every number on the page is read from a file a script wrote.
 
     python -m sparse_attn_plugin.results_index [--results results] [--configs configs]
 """
@@ -17,6 +19,8 @@ from typing import Dict, List, Optional
 
 from data_prep.command_line import CommandParser
 
+from .comparison.published import published_rows
+from .comparison.report import STOPPED
 from .provenance import REPO_ROOT, provenance_header
 from .reproduction.config import (
     DEFAULT_METRICS,
@@ -121,12 +125,41 @@ def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
     return "\n".join(parts)
 
 
+def comparisons(results: Path) -> str:
+    """Each ``sparse-attn-compare`` report (``comparison.json``): its rows' BLEU, REP and
+    DROP and how each row's training ended, with the published figures on its corpus."""
+    parts = []
+    for record_path in sorted(results.glob("*/comparison.json")):
+        record = json.loads(record_path.read_text())
+        report = record_path.parent / "README.md"
+        about, link = provenance_of(report), report.relative_to(results)
+        kind = ("Smoke run (a check that the pipeline runs, not a result)" if record["smoke"]
+                else "Run")
+        parts.append(f"### {record['corpus']}\n\n{kind}: [{link}]({link}) (commit "
+                     f"`{about.get('commit', '?')}`, {about.get('machine', '?')}, "
+                     f"{about.get('date', '?')}).\n")
+        tests = record["tests"]
+        parts.append(markdown_table(
+            ["attention", *(f"BLEU {name}" for name in tests.values()), "REP", "DROP",
+             "updates (why training stopped)"],
+            [[row["attention"], *(f"{row['bleu'][split]:.2f}" for split in tests),
+              f"{row['rep']:.2f}", f"{row['drop']:.2f}",
+              f"{row['updates']} ({STOPPED[row['stopped']]})"] for row in record["rows"]]))
+        published = published_rows(record["corpus"])
+        if published:
+            parts.append(f"Published figures on this corpus (not run here):\n\n{published}")
+    return "\n".join(parts) + "\n"
+
+
 def other_results(results: Path) -> str:
-    """Every results file that is no reproduction report, with its provenance."""
+    """Every results file that is no reproduction or comparison report, with its
+    provenance."""
     rows = []
     for report in sorted(results.glob("*/*.md")):
         if report.name in ("smoke.md",) or report.parent.name == "smoke" or (
-                (report.parent / "results.json").is_file() and report.name == "README.md"):
+                report.name == "README.md" and any((report.parent / record).is_file()
+                                                   for record in ("results.json",
+                                                                  "comparison.json"))):
             continue
         about = provenance_of(report)
         if "commit" not in about:
@@ -144,7 +177,9 @@ def render(results: Path, configs: Path, scripts: Path, command: str) -> str:
         "repository wrote and which names the command, commit and machine that made it. "
         "Speeds are ratios to softmax (or to a table's first row) measured in the same run.\n",
         "## Paper reproductions\n", *papers,
-        "## Benchmarks, calibrations and the demo\n", other_results(results)])
+        "## Every kind of attention on one corpus (`sparse-attn-compare`; the demo)\n",
+        comparisons(results),
+        "## Benchmarks and calibrations\n", other_results(results)])
 
 
 def main(argv=None):

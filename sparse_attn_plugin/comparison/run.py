@@ -27,13 +27,15 @@ from .corpus import Corpus, drop_sink
 from .models import Architecture
 
 GENERATE = ["--beam", "5", "--batch-size", "128"]
+#: More epochs than any run has: an epoch interval that never comes.
+EPOCHS = 1_000_000
 
 
 @dataclass(frozen=True)
 class Schedule:
     """When a row's training stops: ``patience`` validations without a better loss,
-    ``minutes`` of training, or ``max_update`` updates; a validation every
-    ``validate_every`` updates (None: after every epoch)."""
+    ``minutes`` of training, or ``max_update`` updates; a validation (and a checkpoint)
+    every ``validate_every`` updates and at the end (None: after every epoch)."""
 
     patience: int
     minutes: Optional[float]
@@ -44,10 +46,11 @@ class Schedule:
         flags = ["--patience", str(self.patience)]
         if self.minutes:
             flags += ["--stop-time-hours", f"{self.minutes / 60:.6f}"]
-        if self.validate_every:
+        if self.validate_every:  # instead of after every epoch (and at the end)
             flags += ["--validate-interval-updates", str(self.validate_every),
                       "--save-interval-updates", str(self.validate_every),
-                      "--keep-interval-updates", "1"]
+                      "--keep-interval-updates", "1", "--validate-interval", str(EPOCHS),
+                      "--save-interval", str(EPOCHS)]
         return flags
 
 
