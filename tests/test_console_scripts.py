@@ -16,7 +16,8 @@ from conftest import BIN, REPO, fairseq_env
 #: Every console script setup.py installs; each has a test below.
 SCRIPTS = ("sparse-attn-score", "sparse-attn-align", "sparse-attn-analyze", "sparse-attn-synth",
            "sparse-attn-compare")
-RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16_ro_en")
+RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16_ro_en",
+           "multi30k_de_en")
 
 
 def command(argv):

@@ -27,6 +27,14 @@ def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch
     (results / "bench" / "speed.md").write_text("# Some benchmark\n\n"
                                                 + provenance_header("bench.py"))
     (results / "bench" / "notes.md").write_text("# No provenance: not listed\n")
+    compared = results / "multi30k"
+    compared.mkdir()
+    (compared / "README.md").write_text("# A comparison\n\n" + provenance_header("compare"))
+    row = {"attention": "entmax15", "bleu": {"test": 35.5, "test1": 30.25}, "rep": 1.5,
+           "drop": 4.0, "updates": 1500, "stopped": "converged"}
+    (compared / "comparison.json").write_text(json.dumps({
+        "corpus": "multi30k_de_en", "smoke": False, "rows": [row],
+        "tests": {"test": "test_2016_flickr", "test1": "test_2017_flickr"}}))
 
     results_index.main(["--results", str(results), "--configs", str(configs)])
     index = (results / "README.md").read_text()
@@ -40,6 +48,11 @@ def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch
     assert "`scripts/zhao2019_explicit_sparse.sh`" in index
     assert "| [bench/speed.md](bench/speed.md) | Some benchmark |" in index
     assert "notes.md" not in index and "- commit:" in index
+    assert "| attention | BLEU test_2016_flickr | BLEU test_2017_flickr | REP | DROP |" in index
+    assert "| entmax15 | 35.50 | 30.25 | 1.50 | 4.00 | 1500 (converged) |" in index
+    assert "Run: [multi30k/README.md](multi30k/README.md)" in index
+    assert "| Lample, Conneau, Denoyer and Ranzato (2018)" in index  # published, beside
+    assert "[multi30k/README.md]" not in index.split("## Benchmarks")[1]
 
 
     # The config changes after the run (a model renamed): its tables say so, no crash.
