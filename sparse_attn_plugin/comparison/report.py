@@ -76,8 +76,10 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "test split; zero weights are the share of exactly-zero attention weights among "
         "unmasked keys, teacher-forced on that split; speed columns are ratios to softmax "
         "measured in this run (fairseq's median training words/s, and generation "
-        "sentences/s); learned alpha is `entmax_alpha`'s alpha per head, over the layers "
-        "and heads of each site.\n\n" + table(rows, titles, corpus) + "\n"
+        "sentences/s; rows trained while the machine ran other work, or resumed, make them "
+        "noisy: `results/bench/training.md` measures them alone); learned alpha is "
+        "`entmax_alpha`'s alpha per head, over the layers and heads of each site.\n\n"
+        + table(rows, titles, corpus) + "\n"
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")
         + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
