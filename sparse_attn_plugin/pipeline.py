@@ -127,16 +127,16 @@ def validation_curve(log: Path) -> List[Tuple[int, float]]:
 #: Why fairseq-train stopped, as its log says it, for :func:`stop_reason`.
 _STOPS = (("early stop since valid performance hasn't improved", "converged"),
           ("Stopping training due to cumulative_training_time", "time budget"))
+_DONE = "done training in"
 
 
 def stop_reason(log: Path) -> str:
     """``converged`` (``--patience`` validations without a better loss), ``time budget``
     (``--stop-time-hours``) or ``cap`` (``--max-update`` or ``--max-epoch``), from the
-    last run a ``train.log`` records."""
-    text = Path(log).read_text(errors="replace")
-    found = [(text.rfind(marker), reason) for marker, reason in _STOPS]
-    position, reason = max(found)
-    return reason if position >= 0 else "cap"
+    last run a ``train.log`` records (the part before its last "done training")."""
+    runs = Path(log).read_text(errors="replace").split(_DONE)
+    last = runs[-2] if len(runs) > 1 else runs[0]
+    return next((reason for marker, reason in _STOPS if marker in last), "cap")
 
 
 @dataclass

@@ -88,3 +88,23 @@ def test_a_prepared_folder_gives_its_test_splits_and_subwords(tmp_path):
     (tmp_path / "train.en-de.en.idx").touch()
     with pytest.raises(CorpusError, match="expected one binarised training split"):
         open_corpus(tmp_path)
+
+
+def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
+    from sparse_attn_plugin.pipeline import stop_reason, validation_curve
+
+    log = tmp_path / "train.log"
+    config = "INFO | fairseq_cli.train | {'optimization': {'stop_time_hours': 0.5}}\n"
+    valid = ('2026-11-23 | INFO | valid | {"epoch": 1, "valid_loss": "%s", '
+             '"valid_num_updates": "%d"}\n')
+    done = "INFO | fairseq_cli.train | done training in 60.0 seconds\n"
+    log.write_text(config + valid % ("5.5", 100) + "INFO | Stopping training due to "
+                   "cumulative_training_time: 0.51 > stop_time_hours: 0.5\n" + done)
+    assert stop_reason(log) == "time budget"
+    log.write_text(log.read_text() + config + "INFO | Stopping training due to num_updates: "
+                   "300 >= max_update: 300\n" + valid % ("4.25", 300) + done)
+    assert stop_reason(log) == "cap"  # the resumed run's reason; the config's is no stop
+    log.write_text(log.read_text() + config + "INFO | early stop since valid performance "
+                   "hasn't improved for last 5 runs\n" + done)
+    assert stop_reason(log) == "converged"
+    assert validation_curve(log) == [(100, 5.5), (300, 4.25)]
