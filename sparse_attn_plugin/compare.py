@@ -23,7 +23,6 @@ import signal
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 from data_prep.command_line import CommandParser
 
@@ -31,9 +30,7 @@ from .comparison.corpus import REMOVE_BPE, CorpusError, open_corpus, synthetic_c
 from .comparison.models import ARCHITECTURES, title
 from .comparison.report import figures, render
 from .comparison.run import Schedule, run_row
-from .evaluation import Meteor
-from .evaluation.aligner import train_aligner
-from .evaluation.meteor import LANGUAGE_PRESETS
+from .comparison.scorers import Scorers
 from .provenance import REPO_ROOT
 from .results_io import write_json_atomic, write_text_atomic
 
@@ -96,20 +93,6 @@ def schedule_of(args) -> Schedule:
         validate_every=args.validate_every or base.validate_every)
 
 
-def scorers_for(corpus, smoke: bool):
-    """METEOR in the target language's preset (``other`` where Meteor has none) and the
-    DROP aligner trained on the corpus's training pairs."""
-    print("[compare] training the DROP word aligner on the training pairs", flush=True)
-    aligner = train_aligner(*corpus.training_text())
-    language = corpus.tgt if corpus.tgt in LANGUAGE_PRESETS else "other"
-    try:
-        meteor = Meteor(language)
-    except (RuntimeError, FileNotFoundError) as err:
-        print(f"[compare] METEOR skipped: {err}", flush=True)
-        meteor = None
-    return SimpleNamespace(aligner=aligner, meteor=meteor)
-
-
 def _stop(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -149,7 +132,7 @@ def main(argv=None):
               flush=True)
         corpus = synthetic_corpus(work / "corpus", args.train_size, args.eval_size)
     schedule = schedule_of(args)
-    scorers = scorers_for(corpus, args.smoke)
+    scorers = Scorers(corpus)
     titles = {name: title(architecture, name) for name in names}
     rows = []
     try:
@@ -160,8 +143,7 @@ def main(argv=None):
             print(f"[compare]     BLEU {rows[-1]['bleu']['test']:.2f} after "
                   f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})", flush=True)
     finally:
-        if scorers.meteor:
-            scorers.meteor.close()
+        scorers.close()
 
     given = sys.argv[1:] if argv is None else [str(a) for a in argv]
     command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])

@@ -6,5 +6,7 @@
   compare;
 * :mod:`.run`: one row trained until it converges or its time budget ends, and scored;
   resumable;
-* :mod:`.report`: the table, the JSON record and the figures.
+* :mod:`.scorers`: METEOR and the DROP aligner, made when a row is first scored;
+* :mod:`.report`: the table, the JSON record and the figures;
+* :mod:`.published`: published figures on the corpora, shown beside ours.
 """
