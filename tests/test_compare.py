@@ -51,14 +51,20 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     again = json.loads((tmp_path / "again" / "comparison.json").read_text())["rows"]
     assert again == [rows[0], rows[3]]
 
-    # Other flags train the row afresh; an interrupted training resumes where it stopped.
-    (work / "tiny" / "softmax" / "row.json").unlink()
-    (work / "tiny" / "softmax" / "trained.json").unlink()
+    # A higher update cap trains a capped row on from its last checkpoint, curve kept.
     compare.main([*TINY[:-3], "20", "--validate-every", "6", "--rows", "softmax",
                   "--out", str(tmp_path / "longer"), "--work-dir", str(work)])
     longer = json.loads((tmp_path / "longer" / "comparison.json").read_text())["rows"][0]
-    assert longer["updates"] == 20
-    assert [u for u, _ in longer["validation_curve"]] == [6, 12, 18, 20]  # 1-12 kept
+    assert longer["updates"] == 20 and longer["stopped"] == "cap"
+    assert longer["validation_curve"][:2] == rows[0]["validation_curve"]
+    assert [u for u, _ in longer["validation_curve"]] == [6, 12, 18, 20]
+    # Other flags for the model (here its seed) train the row afresh.
+    compare.main([*TINY, "--seed", "2", "--rows", "softmax", "--out", str(tmp_path / "seed"),
+                  "--work-dir", str(work)])
+    reseeded = json.loads((tmp_path / "seed" / "comparison.json").read_text())["rows"][0]
+    assert [u for u, _ in reseeded["validation_curve"]] == [6, 12]
+    log = (work / "tiny" / "softmax" / "train.log").read_text()
+    assert log.count("done training in") == 1
 
 
 def test_a_row_stops_when_its_validation_loss_stops_improving(tmp_path):

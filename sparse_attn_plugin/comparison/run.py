@@ -5,10 +5,11 @@ reached; then its best checkpoint translates every test split (``fairseq-generat
 beam 5) and is scored.
 
 Resumable row by row, under ``WORK/ROW``: ``spec.json`` holds the commands' flags (other
-flags start the row afresh); ``trained.json`` marks the training finished, so a
-converged model is not trained again; ``row.json`` holds the finished row, so a
-finished row is only read. An interrupted training resumes from its
-``checkpoint_last.pt``.
+flags for the model, its data or its decoding start the row afresh); ``trained.json``
+marks the training finished, so a trained model is not trained again; ``row.json`` holds
+the finished row, so a finished row is only read. An interrupted training resumes from
+its ``checkpoint_last.pt``; so does a row that stopped at the update cap or its time
+budget when either is raised (a converged row stays as it is).
 """
 
 import json
@@ -69,9 +70,14 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     train_flags, generate_flags = row_flags(architecture, name, schedule, seed)
     spec = {"data": str(corpus.data), "train": train_flags, "generate": generate_flags,
             "max_update": schedule.max_update}
-    if _read(folder / "spec.json") != spec:
+    before = _read(folder / "spec.json")
+    if before is None or _model_of(before) != _model_of(spec):
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
+        write_json_atomic(folder / "spec.json", spec)
+    elif before != spec and _trains_on(_read(folder / "trained.json"), before, spec):
+        for done in ("trained.json", "row.json"):  # a larger budget: train on from the last
+            (folder / done).unlink(missing_ok=True)  # checkpoint
         write_json_atomic(folder / "spec.json", spec)
     done = _read(folder / "row.json")
     if done:
@@ -81,7 +87,9 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     if not trained:
         result = pipeline.train(corpus.data, folder, train_flags, schedule.max_update,
                                 desc=f"{name:>12} train", fresh=False, skip_first_interval=True)
-        trained = {"updates": result.updates, "train_words_per_second": result.words_per_second,
+        curve = pipeline.validation_curve(folder / "train.log")
+        trained = {"updates": max([result.updates, *(u for u, _ in curve)]),
+                   "train_words_per_second": result.words_per_second,
                    "stopped": pipeline.stop_reason(result.log)}
         write_json_atomic(folder / "trained.json", trained)
     row = {"attention": name, **trained, **score(corpus, folder, generate_flags, scorers)}
@@ -90,6 +98,46 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     row["valid_loss"] = min((loss for _, loss in curve), default=None)
     write_json_atomic(folder / "row.json", row)
     return row
+
+
+#: The flags of :meth:`Schedule.flags` that take a value: when training stops, not what
+#: is trained.
+_STOPPING = ("--patience", "--stop-time-hours", "--validate-interval-updates",
+             "--save-interval-updates", "--keep-interval-updates", "--validate-interval",
+             "--save-interval")
+
+
+def _model_of(spec: dict) -> dict:
+    """What a row trains and decodes, without its stopping rule."""
+    train, kept = spec["train"], []
+    skip = False
+    for flag in train:
+        if skip:
+            skip = False
+        elif flag in _STOPPING:
+            skip = True
+        else:
+            kept.append(flag)
+    return {"data": spec["data"], "train": kept, "generate": spec["generate"]}
+
+
+def _trains_on(trained: Optional[dict], before: dict, now: dict) -> bool:
+    """Whether a row trained under ``before`` goes on under the stopping rule of ``now``:
+    it stopped at the update cap and the cap is higher now, or its time budget ended and
+    the budget is larger now (a converged row is done)."""
+    if not trained:
+        return False
+    if trained["stopped"] == "cap":
+        return now["max_update"] > trained["updates"]
+    if trained["stopped"] == "time budget":
+        return _hours(now) > _hours(before)
+    return False
+
+
+def _hours(spec: dict) -> float:
+    flags = spec["train"]
+    return (float(flags[flags.index("--stop-time-hours") + 1])
+            if "--stop-time-hours" in flags else float("inf"))
 
 
 def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> dict:
