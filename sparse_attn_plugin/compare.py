@@ -38,7 +38,7 @@ from .results_io import write_json_atomic, write_text_atomic
 #: epoch; softmax's validation loss stops falling after about 700 updates) and with it;
 #: ``--smoke`` caps every row at a few hundred updates.
 SCHEDULES = {
-    "synthetic": Schedule(patience=3, minutes=3, max_update=3000, validate_every=100),
+    "synthetic": Schedule(patience=3, minutes=1.5, max_update=3000, validate_every=100),
     "data": Schedule(patience=5, minutes=30, max_update=30000),
     "smoke": Schedule(patience=1000, minutes=5, max_update=200, validate_every=50),
 }
@@ -63,7 +63,7 @@ def build_parser() -> CommandParser:
                         help="stop a row after this many validations without a better loss "
                              "(default: synthetic 3, --data 5)")
     parser.add_argument("--minutes-per-row", type=float,
-                        help="training time budget of each row (default: synthetic 3, "
+                        help="training time budget of each row (default: synthetic 1.5, "
                              "--data 30)")
     parser.add_argument("--max-updates", type=int, help="update cap of each row (default: "
                         "synthetic 3000, --data 30000)")
