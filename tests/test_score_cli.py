@@ -38,6 +38,17 @@ def test_scores_files_and_writes_json_and_per_sentence(files, capsys):
     assert rows[0] == "id\trep" and rows[2] == "1\t2"  # "a dog" repeated, absent from the ref
 
 
+def test_only_newlines_end_a_line(tmp_path):
+    """A byte-order mark is no text, and U+2028, U+0085 or a form feed inside a sentence
+    do not split it: the hypotheses stay aligned with their references."""
+    hyps = ["the cat\u2028sat", "a dog\x85barked", "very\x0cgood"]
+    (tmp_path / "hyp").write_text("\ufeff" + "\n".join(hyps) + "\n", encoding="utf-8")
+    (tmp_path / "ref").write_text("\n".join(REFS) + "\n", encoding="utf-8")
+    scores = run(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"),
+                  "--metrics", "bleu"])
+    assert scores["bleu"]["score"] == pytest.approx(corpus_bleu(hyps, REFS).score)
+
+
 def test_reads_fairseq_generate_output_and_removes_bpe(tmp_path):
     gen = tmp_path / "gen.out"
     dog, cat = "the d@@ og bark@@ ed at me", "the c@@ at sat on it"
