@@ -14,13 +14,12 @@ Flickr and MSCOCO sets and the 2018 Flickr set are ``test1``, ``test2`` and ``te
     python -m data_prep.multi30k_de_en [--bpe-merges 10000] [--raw-dir DIR]
 """
 
-import gzip
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
+from .archive import extract_lines
 from .download import Source
 from .recipe import Parts, Recipe, main
-from .steps import PrepError, split_lines
 
 URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
 #: The dataset's names of the splits: fairseq's split name -> file stem.
@@ -43,18 +42,13 @@ SHA256 = {
 }
 
 
-def read_gz(path: Path) -> List[str]:
-    """The lines of one of the published ``.gz`` files."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-            return split_lines(f.read())
-    except (OSError, EOFError, UnicodeDecodeError) as err:
-        raise PrepError(f"{path}: not a readable gzip text file ({err})") from err
-
-
 def read(archives: Dict[str, Path], folder: Path) -> Parts:
-    return {split: tuple(read_gz(archives[f"{stem}.{lang}.gz"]) for lang in ("de", "en"))
-            for split, stem in FILES.items()}
+    lines = {}
+    for split, stem in FILES.items():
+        for lang in ("de", "en"):
+            lines.update(extract_lines(archives[f"{stem}.{lang}.gz"],
+                                       {f"{stem}.{lang}": f"{split}.{lang}"}, folder))
+    return {split: (lines[f"{split}.de"], lines[f"{split}.en"]) for split in FILES}
 
 
 RECIPE = Recipe(

@@ -173,6 +173,18 @@ def test_synth_bad_input(tmp_path, args, message):
 
 # -- sparse-attn-compare (a full comparison trains eight models: only its refusals run
 # here; small comparisons run in test_compare) ----------------------------------------------
+def test_compare_refuses_fertility_rows_on_data_without_fertilities(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "valid", "test"):
+        (data / f"{split}.ja-en.ja.idx").touch()
+    proc = script("sparse-attn-compare", "--data", data, "--model", "lstm", "--out",
+                  tmp_path / "out", "--work-dir", tmp_path / "work")
+    assert "rows csparsemax train on fertility files" in failed_in_one_line(
+        proc, "sparse-attn-compare")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--rows", "softmax,nope"], "unknown --rows ['nope'] for --model tiny"),
     (["--model", "lstm", "--rows", "entmax15"], "unknown --rows ['entmax15'] for --model lstm"),

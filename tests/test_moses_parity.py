@@ -4,6 +4,7 @@ the repository: fairseq's prepared IWSLT14 test set and Multi30k's own tokenised
 files), and the rules that real data does not reach against outputs of the scripts
 (today's Moses, and commit 3a0631a for ``moses="2017"``) recorded here."""
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_multi30k_tokenised_files_line_for_line(split, lang):
     3a0631a: lowercase.perl | normalize-punctuation.perl -l LANG | tokenizer.perl -l LANG
     (sacremoses alone differs on 7 German training lines and 1 validation line: a final
     period moved behind the closing quote, a lone ``’`` made ``"``)."""
-    raw = multi30k_de_en.read_gz(MULTI30K / "raw" / f"{split}.{lang}.gz")
+    raw = read_gz(MULTI30K / "raw" / f"{split}.{lang}.gz")
     got = recipe.normalise(multi30k_de_en.RECIPE, raw, lang)
     assert_same_lines(got, steps.read_lines(MULTI30K / "tok" / f"{split}.lc.norm.tok.{lang}"),
                       f"multi30k/tok/{split}.{lang}")
@@ -87,3 +88,9 @@ def test_tokenisation_and_lowercasing_as_the_perl_scripts():
     assert text.remove_non_printing(["a\xa0\u200bb\tc"]) == ["a\xa0 b c"]
     with pytest.raises(ValueError, match="unknown Moses version '2015'"):
         text.PerlMosesTokenizer("en", moses="2015")
+
+
+def read_gz(path):
+    """The lines of one of Multi30k's published ``.gz`` files."""
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+        return steps.split_lines(f.read())

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 from test_data_prep import load_split
-from test_moses_parity import REALDATA, assert_same_lines, needs_realdata
+from test_moses_parity import REALDATA, assert_same_lines, needs_realdata, read_gz
 
-from data_prep import multi30k_de_en
 from data_prep.steps import read_lines, write_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,7 +59,7 @@ def test_compare_smoke_run_on_a_slice_of_multi30k(tmp_path):
                              ("flickr2016", "test_2016_flickr", 200),
                              ("mscoco2017", "test_2017_mscoco", 100)):
         for lang in ("de", "en"):
-            lines = multi30k_de_en.read_gz(MULTI30K / "raw" / f"{stem}.{lang}.gz")[:size]
+            lines = read_gz(MULTI30K / "raw" / f"{stem}.{lang}.gz")[:size]
             write_lines(text / f"{name}.{lang}", lines)
     run("data_prep.parallel", "--src", "de", "--tgt", "en", "--train", text / "train",
         "--valid", text / "valid", "--test", text / "flickr2016", "--test", text / "mscoco2017",
@@ -81,3 +80,4 @@ def test_compare_smoke_run_on_a_slice_of_multi30k(tmp_path):
         assert len(losses) == 3 and losses[0] > losses[1] > losses[2]
         assert row["updates"] == 300 and row["bleu"]["test"] > 0 and row["bleu"]["test1"] > 0
     assert rows[1]["zero_fraction"]["decoder_cross"] > 0  # 1.5-entmax: exact zeros
+

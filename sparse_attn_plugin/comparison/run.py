@@ -87,8 +87,8 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     if not trained:
         result = pipeline.train(corpus.data, folder, train_flags, schedule.max_update,
                                 desc=f"{name:>12} train", fresh=False, skip_first_interval=True)
-        curve = pipeline.validation_curve(folder / "train.log")
-        trained = {"updates": max([result.updates, *(u for u, _ in curve)]),
+        trained = {"updates": max([result.updates, *(u for u, _ in
+                                                     pipeline.validation_curve(result.log))]),
                    "train_words_per_second": result.words_per_second,
                    "stopped": pipeline.stop_reason(result.log)}
         write_json_atomic(folder / "trained.json", trained)
