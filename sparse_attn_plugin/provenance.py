@@ -16,7 +16,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def git_commit() -> str:
-    """The checkout's commit (``+dirty`` when files differ from it), or ``unknown``."""
+    """The checkout's commit (``+dirty`` when files differ from it); for a copy without
+    its git history (a tree sent to a cluster or GPU machine), ``$SPARSE_ATTN_COMMIT``
+    as the sender gives it, marked ``(stated)``; else ``unknown``."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
@@ -24,7 +26,8 @@ def git_commit() -> str:
         commit = git("rev-parse", "--short=12", "HEAD")
         dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        stated = os.environ.get("SPARSE_ATTN_COMMIT")
+        return f"{stated} (stated)" if stated else "unknown"
     return commit + ("+dirty" if dirty else "")
 
 
