@@ -51,6 +51,32 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     again = json.loads((tmp_path / "again" / "comparison.json").read_text())["rows"]
     assert again == [rows[0], rows[3]]
 
+    # A work folder copied from a machine without Java (here: a GPU's; one row without
+    # its checkpoints): its rows are reused, METEOR comes from their saved translations, the table names
+    # the machine and gives no speed ratio across machines.
+    for name in ("softmax", "entmax_alpha"):
+        row_dir = work / "tiny" / name
+        for record in ("spec.json", "row.json", "trained.json"):
+            data = json.loads((row_dir / record).read_text())
+            if record == "spec.json":
+                data = {**data, **{k: [f for f in data[k] if f != "--cpu"]
+                                   for k in ("train", "generate")}}
+            elif name == "entmax_alpha":
+                data.update(meteor=None, machine="an H100")
+            (row_dir / record).write_text(json.dumps(data))
+    for checkpoint in (work / "tiny" / "entmax_alpha").glob("*.pt"):
+        checkpoint.unlink()
+    moved = tmp_path / "moved"
+    compare.main([*TINY, "--rows", "softmax,entmax_alpha", "--out", str(moved),
+                  "--work-dir", str(work)])
+    assert "finished before, reused" in capsys.readouterr().out.split("[compare] 2/2")[1]
+    filled = json.loads((moved / "comparison.json").read_text())["rows"]
+    assert filled[1]["meteor"] == pytest.approx(rows[1]["meteor"])
+    table = (moved / "README.md").read_text()
+    assert "- rows entmax_alpha trained and translated on: an H100" in table
+    assert table.split("| entmax_alpha |")[1].split("\n")[0].endswith("| n/a | n/a |")
+    assert not (moved / "attention-maps.png").exists() and (moved / "alphas.png").exists()
+
     # A higher update cap trains a capped row on from its last checkpoint, curve kept.
     compare.main([*TINY[:-3], "20", "--validate-every", "6", "--rows", "softmax",
                   "--out", str(tmp_path / "longer"), "--work-dir", str(work)])

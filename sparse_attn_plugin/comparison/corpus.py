@@ -40,6 +40,11 @@ class Corpus:
         "--max-len-a", "2", "--max-len-b", "10"])
     title: str = ""
 
+    @property
+    def first_test(self) -> str:
+        """The test split METEOR, REP and DROP are scored on."""
+        return next(iter(self.tests))
+
     def has_fertilities(self) -> bool:
         return (self.data / f"train.{self.src}-{self.tgt}.fert").exists()
 

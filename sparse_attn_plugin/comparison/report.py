@@ -6,7 +6,7 @@ from typing import List, Sequence
 
 from ..evaluation.drop import RECOMMENDED_SYMMETRIZATION
 from ..normalizers import SITES
-from ..provenance import provenance_header
+from ..provenance import describe_machine, provenance_header
 from ..results_io import markdown_table
 from .corpus import Corpus
 from .published import published_rows
@@ -16,8 +16,22 @@ STOPPED = {"converged": "converged", "time budget": "time budget ended",
            "cap": "update cap reached"}
 
 
-def _ratio(value, base):
-    return f"{value / base:.2f}" if value and base else "n/a"
+def _ratio(row, base, key):
+    """``row[key] / base[key]``, or n/a where either is missing or the two rows ran on
+    different machines."""
+    if not (base and row[key] and base[key]) or row.get("machine") != base.get("machine"):
+        return "n/a"
+    return f"{row[key] / base[key]:.2f}"
+
+
+def _elsewhere(rows: Sequence[dict]) -> str:
+    """Markdown lines naming the machines rows were trained on, where not this one."""
+    here, by_machine = describe_machine(), {}
+    for row in rows:
+        if row.get("machine", here) != here:
+            by_machine.setdefault(row["machine"], []).append(row["attention"])
+    return "".join(f"- rows {', '.join(names)} trained and translated on: {machine}\n"
+                   for machine, names in by_machine.items())
 
 
 def _alpha_cell(alphas):
@@ -49,9 +63,8 @@ def table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
           f"{r['rep']:.2f}", f"{r['drop']:.2f}", _number(r["valid_loss"], 3),
           f"{r['updates']} ({STOPPED[r['stopped']]})", _zero_cell(r["zero_fraction"]),
           _alpha_cell(r["alphas"]),
-          _ratio(r["train_words_per_second"], base and base["train_words_per_second"]),
-          _ratio(r["generate_sentences_per_second"],
-                 base and base["generate_sentences_per_second"])] for r in rows])
+          _ratio(r, base, "train_words_per_second"),
+          _ratio(r, base, "generate_sentences_per_second")] for r in rows])
 
 
 def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, command: str,
@@ -62,7 +75,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
     return (
         heading + (" (SMOKE RUN: a check that the pipeline runs, not a result)" if smoke
                    else "") + "\n\n"
-        f"{provenance_header(command)}\n"
+        f"{provenance_header(command)}{_elsewhere(rows)}\n"
         f"Settings: {settings}. Every row has the same architecture, data, seed and stopping "
         "rule; only the attention differs. Each trains until its validation loss has not "
         "improved for the patience's number of validations (converged), or its time budget "
@@ -75,7 +88,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         f"`{RECOMMENDED_SYMMETRIZATION}` alignments, lower is better) are on the first "
         "test split; zero weights are the share of exactly-zero attention weights among "
         "unmasked keys, teacher-forced on that split; speed columns are ratios to softmax "
-        "measured in this run (fairseq's median training words/s, and generation "
+        "measured on one machine (fairseq's median training words/s, and generation "
         "sentences/s; rows trained while the machine ran other work, or resumed, make them "
         "noisy: `results/bench/training.md` measures them alone); learned alpha is "
         "`entmax_alpha`'s alpha per head, over the layers and heads of each site.\n\n"
@@ -89,7 +102,8 @@ def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
             out: Path) -> List[Path]:
     """BLEU and sparsity per row; the validation curves; the learned alphas; one test
     sentence's cross-attention (last layer, mean of the heads) under softmax and
-    1.5-entmax (or the first other row with a normaliser)."""
+    1.5-entmax (or the first other row with a normaliser), where their checkpoints are
+    in ``work`` (a folder copied without them draws no maps)."""
     from ..analysis import plots
     from ..analysis.cli import load, sentence_attention
 
@@ -106,10 +120,11 @@ def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
     alphas = next((r["alphas"] for r in rows if r["alphas"]), None)
     if alphas:
         written.append(plots.alpha_histograms(alphas, out / "alphas.png"))
-    sparse = sorted((r["attention"] for r in rows
-                     if r["attention"] != "softmax" and r["zero_fraction"]),
+    kept = {r["attention"] for r in rows if (work / r["attention"] / "checkpoint_best.pt").exists()}
+    sparse = sorted((r["attention"] for r in rows if r["attention"] != "softmax"
+                     and r["zero_fraction"] and r["attention"] in kept),
                     key=lambda name: name != "entmax15")
-    if sparse and any(r["attention"] == "softmax" for r in rows):
+    if sparse and "softmax" in kept:
         panels = []
         for name in ["softmax", sparse[0]]:
             model, task = load(work / name / "checkpoint_best.pt", corpus.data)

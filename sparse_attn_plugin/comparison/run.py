@@ -5,11 +5,14 @@ reached; then its best checkpoint translates every test split (``fairseq-generat
 beam 5) and is scored.
 
 Resumable row by row, under ``WORK/ROW``: ``spec.json`` holds the commands' flags (other
-flags for the model, its data or its decoding start the row afresh); ``trained.json``
-marks the training finished, so a trained model is not trained again; ``row.json`` holds
-the finished row, so a finished row is only read. An interrupted training resumes from
-its ``checkpoint_last.pt``; so does a row that stopped at the update cap or its time
-budget when either is raised (a converged row stays as it is).
+flags for the model, its data or its decoding start the row afresh; ``--cpu`` does not,
+so a folder trained on a GPU is reused on a CPU and the other way round); ``trained.json``
+marks the training finished and names the machine, so a trained model is not trained
+again; ``row.json`` holds the finished row, so a finished row is only read (a row scored
+where Java was missing gets its METEOR from its saved translations when a later run has
+it). An interrupted training resumes from its ``checkpoint_last.pt``; so does a row that
+stopped at the update cap or its time budget when either is raised (a converged row stays
+as it is).
 """
 
 import json
@@ -19,10 +22,12 @@ from pathlib import Path
 from typing import List, Optional
 
 from .. import pipeline
-from ..evaluation import corpus_bleu, corpus_rep
+from ..evaluation import corpus_bleu, corpus_rep, read_generate_output
 from ..evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
+from ..evaluation.text import read_lines
 from ..normalizers import SITES
 from ..pipeline import device_flags
+from ..provenance import describe_machine
 from ..results_io import write_json_atomic
 from .corpus import Corpus, drop_sink
 from .models import Architecture
@@ -82,6 +87,10 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     done = _read(folder / "row.json")
     if done:
         print(f"[compare]     {name}: finished before, reused", flush=True)
+        if done["meteor"] is None and scorers.meteor:
+            out = read_generate_output(read_lines(folder / f"generate-{corpus.first_test}.log"))
+            done["meteor"] = scorers.meteor.score(out.hypotheses, out.references).corpus
+            write_json_atomic(folder / "row.json", done)
         return done
     trained = _read(folder / "trained.json")
     if not trained:
@@ -90,7 +99,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
         trained = {"updates": max([result.updates, *(u for u, _ in
                                                      pipeline.validation_curve(result.log))]),
                    "train_words_per_second": result.words_per_second,
-                   "stopped": pipeline.stop_reason(result.log)}
+                   "stopped": pipeline.stop_reason(result.log), "machine": describe_machine()}
         write_json_atomic(folder / "trained.json", trained)
     row = {"attention": name, **trained, **score(corpus, folder, generate_flags, scorers)}
     curve = pipeline.validation_curve(folder / "train.log")
@@ -105,20 +114,22 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
 _STOPPING = ("--patience", "--stop-time-hours", "--validate-interval-updates",
              "--save-interval-updates", "--keep-interval-updates", "--validate-interval",
              "--save-interval")
+#: Where the commands run, not what they train or decode (:func:`pipeline.device_flags`).
+_DEVICE = ("--cpu",)
 
 
 def _model_of(spec: dict) -> dict:
-    """What a row trains and decodes, without its stopping rule."""
-    train, kept = spec["train"], []
-    skip = False
-    for flag in train:
+    """What a row trains and decodes, without its stopping rule or its device."""
+    kept, skip = [], False
+    for flag in spec["train"]:
         if skip:
             skip = False
         elif flag in _STOPPING:
             skip = True
-        else:
+        elif flag not in _DEVICE:
             kept.append(flag)
-    return {"data": spec["data"], "train": kept, "generate": spec["generate"]}
+    return {"data": spec["data"], "train": kept,
+            "generate": [flag for flag in spec["generate"] if flag not in _DEVICE]}
 
 
 def _trains_on(trained: Optional[dict], before: dict, now: dict) -> bool:
@@ -145,7 +156,7 @@ def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> d
     and DROP on ``test``; speed; zero weights and learned alphas per site (teacher-forced
     on ``test``)."""
     checkpoint = folder / "checkpoint_best.pt"
-    bleu, first = {}, None
+    bleu, first = {}, None  # METEOR, REP, DROP: on corpus.first_test
     for split in corpus.tests:
         remove_bpe = ["--remove-bpe", corpus.remove_bpe] if corpus.remove_bpe else []
         generated = pipeline.generate(
