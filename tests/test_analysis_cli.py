@@ -142,7 +142,7 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(alpha_run, synthetic_bin, t
 @pytest.mark.parametrize("argv,message", [
     (["heads", "{data}", "--data", "{data}"], "bin: a folder, not a checkpoint file"),
     (["heads", "{transformer}", "--data", "{data}"],
-     "transformer.pt: the model has no transformer attention normalisers"),
+     "transformer.pt: the model has no attention normalisers"),
     (["heads", "{ckpt}", "--data", "{empty}"], "empty: not a binarised corpus"),
     (["heads", "{ckpt}", "--data", "{other}"], "cannot build its model on"),
 ])
