@@ -12,7 +12,7 @@ from scipy.spatial.distance import jensenshannon
 from sparse_attn_plugin.analysis import attention_statistics, learned_alphas
 from sparse_attn_plugin.analysis.attention_stats import HeadStats, head_statistics, jensen_shannon
 
-from models import batch, build
+from models import attn_flags, batch, build, peaked
 
 
 def test_top1_attention_keeps_exactly_one_key_per_real_query(synthetic_bin):
@@ -104,3 +104,60 @@ def test_head_statistics_per_layer_and_site_of_a_model(synthetic_bin):
     pooled = attention_statistics(model, [batch(task)])
     assert pooled["encoder_self"].zeros == sum(int(stats["encoder_self", i].zeros.sum())
                                                for i in (0, 1))
+
+
+# -- one call per decoder step: the LSTM's attention, constrained cross-attention -------------
+LSTM = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--dropout", "0",
+        "--task", "sparse_translation"]
+
+
+@pytest.mark.parametrize("attention", [
+    ["--attn-fn", "softmax"],
+    ["--attn-fn", "sparsemax"],
+    ["--attn-fn", "csparsemax", "--sink-token", "--exhaustion-c", "0.2"],
+], ids=lambda flags: flags[1])
+def test_lstm_attention_is_cross_attention_counted_at_real_steps_and_keys(synthetic_bin,
+                                                                           attention):
+    task, model = build(synthetic_bin, "sparse_lstm", [*LSTM, *attention])
+    sample = batch(task, size=8)
+    stats = head_statistics(peaked(model), [sample])
+    # The decoder run by hand: its weights over the model's source columns, step by step.
+    inp = sample["net_input"]
+    with torch.no_grad():
+        encoder_out = model.encoder(inp["src_tokens"], inp["src_lengths"])
+        weights = model.decoder(inp["prev_output_tokens"], encoder_out)[1]["model_attn"][0]
+    keys = ~encoder_out["padding_mask"][0]                          # (B, S'), the sink a key
+    steps = inp["prev_output_tokens"].ne(task.target_dictionary.pad())           # (B, T)
+    assert not keys.all() and not steps.all()                       # both sides are padded
+
+    def zeros(real_steps, real_keys):
+        return int(((weights == 0) & real_steps[:, :, None] & real_keys[:, None, :]).sum())
+
+    allowed = int((steps[:, :, None] & keys[:, None, :]).sum())
+    assert list(stats) == [("decoder_cross", 0)]
+    cross = stats["decoder_cross", 0]
+    assert cross.zeros.tolist() == [zeros(steps, keys)] and cross.allowed.tolist() == [allowed]
+    assert cross.queries == int(steps.sum())
+    entropy = torch.special.entr(weights.double()).sum(-1)[steps].mean()
+    assert cross.mean_entropy.tolist() == pytest.approx([float(entropy)], rel=1e-6)
+    share = attention_statistics(model, [sample])["decoder_cross"].zero_fraction
+    assert share == zeros(steps, keys) / allowed
+    if attention[1] == "softmax":
+        assert share == 0
+    else:  # sparse, and counting padding steps or padding keys would change the share
+        assert share > 0
+        assert zeros(torch.ones_like(steps), keys) != zeros(steps, keys)
+        assert zeros(steps, torch.ones_like(keys)) != zeros(steps, keys)
+
+
+def test_constrained_transformer_cross_attention_counts_each_decoder_step_once(synthetic_bin):
+    task, model = build(synthetic_bin, extra=["--task", "sparse_translation",
+                                              *attn_flags("csparsemax")])
+    sample = batch(task, size=8)
+    stats = head_statistics(peaked(model), [sample])
+    src_len = sample["net_input"]["src_tokens"].ne(task.source_dictionary.pad()).sum(1)
+    tgt_len = sample["net_input"]["prev_output_tokens"].ne(task.target_dictionary.pad()).sum(1)
+    for layer in (0, 1):
+        cross = stats["decoder_cross", layer]
+        assert cross.queries == int(tgt_len.sum())
+        assert cross.allowed.tolist() == [int((tgt_len * (src_len + 1)).sum())] * 4  # + sink

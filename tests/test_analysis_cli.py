@@ -5,6 +5,7 @@ import csv
 
 import pytest
 import torch
+from test_constrained_cli import STRATEGY, fairseq_train
 from test_fairseq_cli import train
 
 from sparse_attn_plugin.analysis import cli
@@ -70,6 +71,23 @@ def test_one_sentence_attention_is_a_distribution_per_query(alpha_run, synthetic
     weights, queries, keys, layer = cli.sentence_attention(model, task, "valid", 0,
                                                            "encoder_self", -1, "1")
     assert weights.shape == (len(queries), len(keys)) and queries == keys and layer == 1
+    torch.testing.assert_close(weights.sum(-1), torch.ones(len(queries)))
+
+
+def test_an_lstm_has_one_cross_attention_head_read_step_by_step(synthetic_bin, tmp_path):
+    """sparse_lstm with constrained sparsemax and the sink (Malaviya et al. 2018)."""
+    fairseq_train(synthetic_bin, tmp_path / "lstm", *STRATEGY["constant"], updates=2)
+    checkpoint = tmp_path / "lstm" / "checkpoint_last.pt"
+    cli.main(["heads", str(checkpoint), "--data", str(synthetic_bin), "--out", str(tmp_path),
+              "--name", "lstm"])
+    rows = list(csv.DictReader((tmp_path / "lstm-heads.csv").open()))
+    assert [(r["site"], r["layer"], r["head"], r["alpha"]) for r in rows] == [
+        ("decoder_cross", "0", "0", "")]
+    assert 0 < float(rows[0]["zero_fraction"]) < 1
+    model, task = cli.load(checkpoint, synthetic_bin)
+    weights, queries, keys, layer = cli.sentence_attention(model, task, "valid", 0,
+                                                           "decoder_cross", -1, "mean")
+    assert weights.shape == (len(queries), len(keys)) and keys[-1] == "<sink>" and layer == 0
     torch.testing.assert_close(weights.sum(-1), torch.ones(len(queries)))
 
 
@@ -142,7 +160,7 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(alpha_run, synthetic_bin, t
 @pytest.mark.parametrize("argv,message", [
     (["heads", "{data}", "--data", "{data}"], "bin: a folder, not a checkpoint file"),
     (["heads", "{transformer}", "--data", "{data}"],
-     "transformer.pt: the model has no transformer attention normalisers"),
+     "transformer.pt: the model has no attention normalisers"),
     (["heads", "{ckpt}", "--data", "{empty}"], "empty: not a binarised corpus"),
     (["heads", "{ckpt}", "--data", "{other}"], "cannot build its model on"),
 ])

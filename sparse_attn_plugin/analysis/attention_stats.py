@@ -12,6 +12,11 @@ and per module the head diversity of Correia et al. (2019, section 5.2), the
 Jensen-Shannon divergence between its heads' distributions for the same query,
 ``JS(p_1 .. p_H) = H((1/H) sum_h p_h) - (1/H) sum_h H(p_h)`` (0 when all heads agree,
 at most ``log H``), averaged over queries.
+
+The modules read are the transformers' normalisers (``encoder.layers.N.self_attn``,
+``decoder.layers.N.self_attn`` and ``decoder.layers.N.encoder_attn``) and the
+``sparse_lstm`` decoder's one attention over the source (``decoder.attention``), its
+``decoder_cross`` site at layer 0.
 """
 
 from collections import defaultdict
@@ -24,24 +29,34 @@ from torch import Tensor
 from ..normalizers import SITES, EntmaxAlpha
 
 _SITE_OF = {"self_attn": "self", "encoder_attn": "cross"}
+_LSTM_ATTENTION = "decoder.attention.normalizer"
 
 
-def site_of(module_name: str) -> str:
-    """``encoder.layers.0.self_attn.normalizer`` -> ``encoder_self``."""
+def _location(module_name: str) -> Optional[Tuple[str, int]]:
+    """``(site, layer)`` of an attention normaliser these statistics read, else None."""
+    if module_name == _LSTM_ATTENTION:
+        return "decoder_cross", 0
     parts = module_name.split(".")
-    return f"{parts[0]}_{_SITE_OF[parts[-2]]}"
-
-
-def layer_of(module_name: str) -> int:
-    """``encoder.layers.3.self_attn.normalizer`` -> 3."""
-    return int(module_name.split(".")[2])
+    if (len(parts) == 5 and parts[0] in ("encoder", "decoder") and parts[1] == "layers"
+            and parts[3] in _SITE_OF and parts[4] == "normalizer"):
+        return f"{parts[0]}_{_SITE_OF[parts[3]]}", int(parts[2])
+    return None
 
 
 def reads_attention(module_name: str) -> bool:
-    """Whether a module is a transformer attention normaliser these statistics read."""
-    parts = module_name.split(".")
-    return (len(parts) == 5 and parts[0] in ("encoder", "decoder") and parts[1] == "layers"
-            and parts[3] in _SITE_OF and parts[4] == "normalizer")
+    """Whether a module is an attention normaliser these statistics read."""
+    return _location(module_name) is not None
+
+
+def site_of(module_name: str) -> str:
+    """``encoder.layers.0.self_attn.normalizer`` -> ``encoder_self``;
+    ``decoder.attention.normalizer`` (LSTM) -> ``decoder_cross``."""
+    return _location(module_name)[0]
+
+
+def layer_of(module_name: str) -> int:
+    """``encoder.layers.3.self_attn.normalizer`` -> 3; the LSTM's attention -> 0."""
+    return _location(module_name)[1]
 
 
 def entropy(weights: Tensor) -> Tensor:
@@ -120,21 +135,30 @@ def learned_alphas(model) -> Dict[str, List[float]]:
 
 @torch.no_grad()
 def head_statistics(model, batches: Iterable[dict]) -> Dict[Tuple[str, int], HeadStats]:
-    """Run the model (eval mode) on fairseq batches: ``{(site, layer): HeadStats}``."""
+    """Run the model (eval mode) on fairseq batches: ``{(site, layer): HeadStats}``.
+
+    A normaliser sees a batch's query positions in one call, or in consecutive calls of
+    one decoder step each (the LSTM's attention, constrained transformer cross-attention);
+    its hook counts the positions off, so each call is matched with its rows of the
+    real-query mask."""
     modules = {name: m for name, m in model.named_modules() if reads_attention(name)}
     if not modules:
-        raise ValueError("the model has no transformer attention normalisers to analyse "
-                         "(sparse_transformer models have them)")
+        raise ValueError("the model has no attention normalisers to analyse "
+                         "(sparse_transformer and sparse_lstm models have them)")
     stats: Dict[Tuple[str, int], HeadStats] = {}
     real_queries = {}  # "encoder" / "decoder" -> (B, T) mask of the current batch
+    done = {}          # module name -> query positions it has normalised in this batch
 
     def count(name):
-        key = (site_of(name), layer_of(name))
+        key, side = _location(name), name.split(".")[0]
 
         def hook(module, inputs, weights):
             if key not in stats:
                 stats[key] = HeadStats.empty(weights.size(1))
-            stats[key].add(weights, ~torch.isneginf(inputs[0]), real_queries[name.split(".")[0]])
+            start = done.get(name, 0)
+            done[name] = start + weights.size(2)
+            real = real_queries[side][:, start:done[name]]
+            stats[key].add(weights, ~torch.isneginf(inputs[0]), real)
         return hook
 
     handles = [module.register_forward_hook(count(name)) for name, module in modules.items()]
@@ -142,16 +166,21 @@ def head_statistics(model, batches: Iterable[dict]) -> Dict[Tuple[str, int], Hea
     try:
         for sample in batches:
             net_input = sample["net_input"]
-            real_queries["encoder"] = net_input["src_tokens"].ne(model.encoder.padding_idx)
+            real_queries["encoder"] = net_input["src_tokens"].ne(model.encoder.dictionary.pad())
             targets = net_input["prev_output_tokens"]
-            real_queries["decoder"] = targets.ne(model.decoder.padding_idx)
+            real_queries["decoder"] = targets.ne(model.decoder.dictionary.pad())
+            done.clear()
             model(net_input["src_tokens"], net_input["src_lengths"], targets)
+            for name, positions in done.items():
+                if positions != real_queries[name.split(".")[0]].size(1):
+                    raise RuntimeError(f"{name} normalised {positions} query positions of "
+                                       "a batch, not one per position")
     finally:
         for handle in handles:
             handle.remove()
     for name, module in modules.items():
-        if isinstance(module, EntmaxAlpha) and (site_of(name), layer_of(name)) in stats:
-            stats[site_of(name), layer_of(name)].alphas = module.alpha().tolist()
+        if isinstance(module, EntmaxAlpha) and _location(name) in stats:
+            stats[_location(name)].alphas = module.alpha().tolist()
     return dict(sorted(stats.items(), key=lambda item: (SITES.index(item[0][0]), item[0][1])))
 
 

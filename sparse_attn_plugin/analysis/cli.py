@@ -1,4 +1,5 @@
-"""sparse-attn-analyze: what the attention of trained sparse_transformer models does.
+"""sparse-attn-analyze: what the attention of trained sparse_transformer and sparse_lstm
+models does.
 
     sparse-attn-analyze heads CHECKPOINT --data DIR [--subset valid] [--out DIR]
         per layer, site and head: share of exactly-zero weights, entropy, learned alpha;
@@ -202,7 +203,7 @@ def sentence_attention(model, task, subset: str, index: int, site: str, layer: i
                        head: str):
     """One sentence's attention weights ``(T, S)`` at a site and layer (negative: from the
     last; a head, or the mean of the heads), teacher-forced: ``(weights, query tokens,
-    key tokens, the layer's index)``."""
+    key tokens, the layer's index)``; a model's sink is the last key (see SourceLayout)."""
     data = dataset(task, subset)
     if not 0 <= index < len(data):
         raise AnalysisError(f"--sentence {index}: the {subset} split has {len(data)} sentences")
@@ -223,7 +224,7 @@ def sentence_attention(model, task, subset: str, index: int, site: str, layer: i
         model(net["src_tokens"], net["src_lengths"], net["prev_output_tokens"])
     finally:
         handle.remove()
-    weights = captured[0][0]                                               # (H, T, S)
+    weights = torch.cat(captured, dim=2)[0]    # (H, T, S): one call, or one per decoder step
     if head == "mean":
         weights = weights.mean(0)
     elif head.isdigit() and int(head) < weights.size(0):
@@ -235,6 +236,8 @@ def sentence_attention(model, task, subset: str, index: int, site: str, layer: i
     previous = [tgt_dict[t] for t in net["prev_output_tokens"][0].tolist()]
     queries = source if site == "encoder_self" else previous
     keys = previous if site == "decoder_self" else source
+    if site == "decoder_cross" and weights.size(-1) == len(keys) + 1:
+        keys = [*keys, "<sink>"]
     return weights.float(), queries, keys, chosen
 
 
