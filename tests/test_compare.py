@@ -52,8 +52,8 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert again == [rows[0], rows[3]]
 
     # A work folder copied from a machine without Java (here: a GPU's; one row without
-    # its checkpoints): its rows are reused, METEOR comes from their saved translations, the table names
-    # the machine and gives no speed ratio across machines.
+    # its checkpoints): its rows are reused, METEOR comes from their saved translations,
+    # the table names the machine and gives no speed ratio across machines.
     for name in ("softmax", "entmax_alpha"):
         row_dir = work / "tiny" / name
         for record in ("spec.json", "row.json", "trained.json"):
