@@ -65,7 +65,7 @@ _ADAM = ("--optimizer", "adam", "--adam-betas", "(0.9, 0.98)")
 _TRANSFORMER = ("--arch", "sparse_transformer", "--encoder-attention-heads", "4",
                 "--decoder-attention-heads", "4", "--share-decoder-input-output-embed",
                 "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-                "--lr-scheduler", "inverse_sqrt", *_ADAM, "--max-tokens", "4096")
+                "--lr-scheduler", "inverse_sqrt", *_ADAM)
 
 
 def _layers(layers: int, dim: int, ffn: int) -> Tuple[str, ...]:
@@ -76,13 +76,14 @@ def _layers(layers: int, dim: int, ffn: int) -> Tuple[str, ...]:
 
 ARCHITECTURES = {
     "tiny": Architecture(
-        (*_TRANSFORMER, *_layers(2, 64, 256), "--dropout", "0.1", "--lr", "3e-3",
-         "--warmup-updates", "100"), TRANSFORMER_ROWS,
+        (*_TRANSFORMER, "--max-tokens", "1024", *_layers(2, 64, 256), "--dropout", "0.1",
+         "--lr", "3e-3", "--warmup-updates", "100"), TRANSFORMER_ROWS,
         "a 2+2-layer transformer, 64-dim, 4 heads, Adam at 3e-3 (inverse square root "
-        "after 100 warm-up updates), label smoothing 0.1, batches of 4096 tokens"),
+        "after 100 warm-up updates), label smoothing 0.1, batches of 1024 tokens"),
     "small": Architecture(
-        (*_TRANSFORMER, *_layers(3, 128, 512), "--dropout", "0.3", "--weight-decay", "0.0001",
-         "--lr", "1e-3", "--warmup-updates", "400"), TRANSFORMER_ROWS,
+        (*_TRANSFORMER, "--max-tokens", "4096", *_layers(3, 128, 512), "--dropout", "0.3",
+         "--weight-decay", "0.0001", "--lr", "1e-3", "--warmup-updates", "400"),
+        TRANSFORMER_ROWS,
         "a 3+3-layer transformer, 128-dim, 4 heads, 512-dim feed-forward, dropout 0.3, "
         "Adam at 1e-3 (inverse square root after 400 warm-up updates), weight decay "
         "1e-4, label smoothing 0.1, batches of 4096 tokens"),
