@@ -16,15 +16,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def git_commit() -> str:
-    """The checkout's commit (``+dirty`` when files differ from it); for a copy without
-    its git history (a tree sent to a cluster or GPU machine), ``$SPARSE_ATTN_COMMIT``
-    as the sender gives it, marked ``(stated)``; else ``unknown``."""
+    """The checkout's commit (``+dirty`` when files outside ``results/``, which a run
+    rewrites, differ from it); for a copy without its git history (a tree sent to a
+    cluster or GPU machine), ``$SPARSE_ATTN_COMMIT`` as the sender gives it, marked
+    ``(stated)``; else ``unknown``."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
     try:
         commit = git("rev-parse", "--short=12", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     except (OSError, subprocess.CalledProcessError):
         stated = os.environ.get("SPARSE_ATTN_COMMIT")
         return f"{stated} (stated)" if stated else "unknown"

@@ -21,3 +21,21 @@ def test_a_copy_without_history_names_the_stated_commit(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSE_ATTN_COMMIT", "74ebd900990b")
     assert provenance.git_commit() == "74ebd900990b (stated)"
     assert "- commit: `74ebd900990b (stated)`" in provenance.provenance_header("cmd")
+
+
+def test_results_a_run_rewrites_do_not_make_the_checkout_dirty(tmp_path, monkeypatch):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for name in ("code.py", "results/table.md"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("first\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    assert not provenance.git_commit().endswith("+dirty")
+    (tmp_path / "results" / "table.md").write_text("rewritten by the run\n")
+    assert not provenance.git_commit().endswith("+dirty")
+    (tmp_path / "code.py").write_text("changed\n")
+    assert provenance.git_commit().endswith("+dirty")
