@@ -36,7 +36,7 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     table = (out / "README.md").read_text()
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
     assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
-    assert "12 (update cap reached)" in table and "SMOKE" not in table
+    assert "12 (update cap reached" in table and "SMOKE" not in table
     for image in ("comparison.png", "training-curves.png", "alphas.png", "attention-maps.png"):
         assert (out / image).read_bytes().startswith(b"\x89PNG")
         assert f"![{image}]({image})" in table
@@ -142,3 +142,19 @@ def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
                    "hasn't improved for last 5 runs\n" + done)
     assert stop_reason(log) == "converged"
     assert validation_curve(log) == [(100, 5.5), (300, 4.25)]
+
+
+def test_the_table_says_whether_a_stopped_row_was_still_learning():
+    from sparse_attn_plugin.comparison.report import _stopped_cell
+
+    def row(stopped, losses):
+        curve = [(100 * (i + 1), loss) for i, loss in enumerate(losses)]
+        return {"stopped": stopped, "updates": curve[-1][0], "validation_curve": curve,
+                "valid_loss": min(losses)}
+
+    assert _stopped_cell(row("time budget", [3.0, 2.0, 1.5])) == \
+        "300 (time budget ended; valid loss still improving)"
+    assert _stopped_cell(row("cap", [3.0, 1.4, 1.5])) == \
+        "300 (update cap reached; valid loss still improving)"
+    assert _stopped_cell(row("cap", [3.0, 1.4, 1.5, 1.6])) == "400 (update cap reached)"
+    assert _stopped_cell(row("converged", [3.0, 1.4, 1.5, 1.6])) == "400 (converged)"

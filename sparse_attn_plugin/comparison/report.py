@@ -47,6 +47,17 @@ def _zero_cell(fractions):
     return " / ".join(f"{100 * fractions[s]:.1f}%" if s in fractions else "-" for s in SITES)
 
 
+def _stopped_cell(row):
+    """Updates and why training stopped; a row the budget or the cap stopped while its
+    validation loss was at its best in one of the last two validations is said to be
+    still improving (not converged)."""
+    why = STOPPED[row["stopped"]]
+    last = [loss for _, loss in row["validation_curve"][-2:]]
+    if row["stopped"] != "converged" and last and min(last) <= row["valid_loss"]:
+        why += "; valid loss still improving"
+    return f"{row['updates']} ({why})"
+
+
 def _number(value, digits=2):
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -61,7 +72,7 @@ def table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
          "train words/s ÷ softmax", "generate sent/s ÷ softmax"],
         [[titles[r["attention"]], *(f"{r['bleu'][t]:.2f}" for t in tests), _number(r["meteor"]),
           f"{r['rep']:.2f}", f"{r['drop']:.2f}", _number(r["valid_loss"], 3),
-          f"{r['updates']} ({STOPPED[r['stopped']]})", _zero_cell(r["zero_fraction"]),
+          _stopped_cell(r), _zero_cell(r["zero_fraction"]),
           _alpha_cell(r["alphas"]),
           _ratio(r, base, "train_words_per_second"),
           _ratio(r, base, "generate_sentences_per_second")] for r in rows])
