@@ -65,9 +65,10 @@ def measure(model, name, data, work, updates, length):
 
 def render(results, args, command):
     updates = {m: args.updates or MODELS[m][1] for m in results}
+    tokens = {m: MODELS[m][0][MODELS[m][0].index("--max-tokens") + 1] for m in results}
     parts = [f"# Training and generation speed, ratios to softmax\n\n{provenance_header(command)}\n"
-             f"{METHOD}\n\nSettings: training updates per run {updates} (max 4096 tokens "
-             f"per batch), generation of {args.test_size} sentences at {args.length} tokens, "
+             f"{METHOD}\n\nSettings: training updates per run {updates} (max tokens per "
+             f"batch {tokens}), generation of {args.test_size} sentences at {args.length} tokens, "
              f"beam 5, batch 128; median of {args.rounds} round(s).\n"]
     for model, by_name in results.items():
         base = by_name.get("softmax")

@@ -28,7 +28,8 @@ def test_training_benchmark_writes_ratios(tmp_path):
         values = data[measure]["demo"]
         assert set(values) == {"softmax", "topk"}
         assert all(v > 0 and math.isfinite(v) for v in values.values())
-    assert "| topk |" in (tmp_path / "training.md").read_text()
+    table = (tmp_path / "training.md").read_text()
+    assert "| topk |" in table and "max tokens per batch {'demo': '1024'}" in table
 
 
 def test_metrics_benchmark_times_every_step(tmp_path):
