@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 from data_prep.command_line import CommandParser
 
 from .comparison.published import published_rows
-from .comparison.report import STOPPED
+from .comparison.report import stopped_cell
 from .provenance import REPO_ROOT, provenance_header
 from .reproduction.config import (
     DEFAULT_METRICS,
@@ -144,7 +144,7 @@ def comparisons(results: Path) -> str:
              "updates (why training stopped)"],
             [[row["attention"], *(f"{row['bleu'][split]:.2f}" for split in tests),
               f"{row['rep']:.2f}", f"{row['drop']:.2f}",
-              f"{row['updates']} ({STOPPED[row['stopped']]})"] for row in record["rows"]]))
+              stopped_cell(row)] for row in record["rows"]]))
         published = published_rows(record["corpus"])
         if published:
             parts.append(f"Published figures on this corpus (not run here):\n\n{published}")

@@ -145,16 +145,16 @@ def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
 
 
 def test_the_table_says_whether_a_stopped_row_was_still_learning():
-    from sparse_attn_plugin.comparison.report import _stopped_cell
+    from sparse_attn_plugin.comparison.report import stopped_cell
 
     def row(stopped, losses):
         curve = [(100 * (i + 1), loss) for i, loss in enumerate(losses)]
         return {"stopped": stopped, "updates": curve[-1][0], "validation_curve": curve,
                 "valid_loss": min(losses)}
 
-    assert _stopped_cell(row("time budget", [3.0, 2.0, 1.5])) == \
+    assert stopped_cell(row("time budget", [3.0, 2.0, 1.5])) == \
         "300 (time budget ended; valid loss still improving)"
-    assert _stopped_cell(row("cap", [3.0, 1.4, 1.5])) == \
+    assert stopped_cell(row("cap", [3.0, 1.4, 1.5])) == \
         "300 (update cap reached; valid loss still improving)"
-    assert _stopped_cell(row("cap", [3.0, 1.4, 1.5, 1.6])) == "400 (update cap reached)"
-    assert _stopped_cell(row("converged", [3.0, 1.4, 1.5, 1.6])) == "400 (converged)"
+    assert stopped_cell(row("cap", [3.0, 1.4, 1.5, 1.6])) == "400 (update cap reached)"
+    assert stopped_cell(row("converged", [3.0, 1.4, 1.5, 1.6])) == "400 (converged)"

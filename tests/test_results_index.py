@@ -31,7 +31,8 @@ def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch
     compared.mkdir()
     (compared / "README.md").write_text("# A comparison\n\n" + provenance_header("compare"))
     row = {"attention": "entmax15", "bleu": {"test": 35.5, "test1": 30.25}, "rep": 1.5,
-           "drop": 4.0, "updates": 1500, "stopped": "converged"}
+           "drop": 4.0, "updates": 1500, "stopped": "converged",
+           "validation_curve": [[1000, 4.5], [1500, 4.6]], "valid_loss": 4.5}
     (compared / "comparison.json").write_text(json.dumps({
         "corpus": "multi30k_de_en", "smoke": False, "rows": [row],
         "tests": {"test": "test_2016_flickr", "test1": "test_2017_flickr"}}))

@@ -47,7 +47,7 @@ def _zero_cell(fractions):
     return " / ".join(f"{100 * fractions[s]:.1f}%" if s in fractions else "-" for s in SITES)
 
 
-def _stopped_cell(row):
+def stopped_cell(row):
     """Updates and why training stopped; a row the budget or the cap stopped while its
     validation loss was at its best in one of the last two validations is said to be
     still improving (not converged)."""
@@ -72,7 +72,7 @@ def table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
          "train words/s ÷ softmax", "generate sent/s ÷ softmax"],
         [[titles[r["attention"]], *(f"{r['bleu'][t]:.2f}" for t in tests), _number(r["meteor"]),
           f"{r['rep']:.2f}", f"{r['drop']:.2f}", _number(r["valid_loss"], 3),
-          _stopped_cell(r), _zero_cell(r["zero_fraction"]),
+          stopped_cell(r), _zero_cell(r["zero_fraction"]),
           _alpha_cell(r["alphas"]),
           _ratio(r, base, "train_words_per_second"),
           _ratio(r, base, "generate_sentences_per_second")] for r in rows])
