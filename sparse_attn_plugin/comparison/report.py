@@ -16,10 +16,15 @@ STOPPED = {"converged": "converged", "time budget": "time budget ended",
            "cap": "update cap reached"}
 
 
+def _machine(row) -> str:
+    """The machine a row trained on; this one for a row recorded before rows named it."""
+    return row.get("machine") or describe_machine()
+
+
 def _ratio(row, base, key):
     """``row[key] / base[key]``, or n/a where either is missing or the two rows ran on
     different machines."""
-    if not (base and row[key] and base[key]) or row.get("machine") != base.get("machine"):
+    if not (base and row[key] and base[key]) or _machine(row) != _machine(base):
         return "n/a"
     return f"{row[key] / base[key]:.2f}"
 
@@ -28,7 +33,7 @@ def _elsewhere(rows: Sequence[dict]) -> str:
     """Markdown lines naming the machines rows were trained on, where not this one."""
     here, by_machine = describe_machine(), {}
     for row in rows:
-        if row.get("machine", here) != here:
+        if _machine(row) != here:
             by_machine.setdefault(row["machine"], []).append(row["attention"])
     return "".join(f"- rows {', '.join(names)} trained and translated on: {machine}\n"
                    for machine, names in by_machine.items())
