@@ -16,24 +16,25 @@ STOPPED = {"converged": "converged", "time budget": "time budget ended",
            "cap": "update cap reached"}
 
 
-def _machine(row) -> str:
-    """The machine a row trained on; this one for a row recorded before rows named it."""
-    return row.get("machine") or describe_machine()
+def _machine(row, here: str) -> str:
+    """The machine a row trained on; ``here`` (this one) for a row recorded before rows
+    named it."""
+    return row.get("machine") or here
 
 
-def _ratio(row, base, key):
+def _ratio(row, base, key, here: str):
     """``row[key] / base[key]``, or n/a where either is missing or the two rows ran on
     different machines."""
-    if not (base and row[key] and base[key]) or _machine(row) != _machine(base):
+    if not (base and row[key] and base[key]) or _machine(row, here) != _machine(base, here):
         return "n/a"
     return f"{row[key] / base[key]:.2f}"
 
 
-def _elsewhere(rows: Sequence[dict]) -> str:
-    """Markdown lines naming the machines rows were trained on, where not this one."""
-    here, by_machine = describe_machine(), {}
+def _elsewhere(rows: Sequence[dict], here: str) -> str:
+    """Markdown lines naming the machines rows were trained on, where not ``here``."""
+    by_machine = {}
     for row in rows:
-        if _machine(row) != here:
+        if _machine(row, here) != here:
             by_machine.setdefault(row["machine"], []).append(row["attention"])
     return "".join(f"- rows {', '.join(names)} trained and translated on: {machine}\n"
                    for machine, names in by_machine.items())
@@ -67,7 +68,7 @@ def _number(value, digits=2):
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
+def table(rows: Sequence[dict], titles: dict, corpus: Corpus, here: str) -> str:
     base = next((r for r in rows if r["attention"] == "softmax"), None)
     tests = list(corpus.tests)
     return markdown_table(
@@ -79,19 +80,20 @@ def table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
           f"{r['rep']:.2f}", f"{r['drop']:.2f}", _number(r["valid_loss"], 3),
           stopped_cell(r), _zero_cell(r["zero_fraction"]),
           _alpha_cell(r["alphas"]),
-          _ratio(r, base, "train_words_per_second"),
-          _ratio(r, base, "generate_sentences_per_second")] for r in rows])
+          _ratio(r, base, "train_words_per_second", here),
+          _ratio(r, base, "generate_sentences_per_second", here)] for r in rows])
 
 
 def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, command: str,
            images: Sequence[str], smoke: bool) -> str:
     signature = rows[0]["bleu_signature"] if rows else ""
+    here = describe_machine()
     heading = f"# Every kind of attention on {corpus.title}"
     published = published_rows(corpus.title)
     return (
         heading + (" (SMOKE RUN: a check that the pipeline runs, not a result)" if smoke
                    else "") + "\n\n"
-        f"{provenance_header(command)}{_elsewhere(rows)}\n"
+        f"{provenance_header(command)}{_elsewhere(rows, here)}\n"
         f"Settings: {settings}. Every row has the same architecture, data, seed and stopping "
         "rule; only the attention differs. Each trains until its validation loss has not "
         "improved for the patience's number of validations (converged), or its time budget "
@@ -108,7 +110,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "sentences/s; rows trained while the machine ran other work, or resumed, make them "
         "noisy: `results/bench/training.md` measures them alone); learned alpha is "
         "`entmax_alpha`'s alpha per head, over the layers and heads of each site.\n\n"
-        + table(rows, titles, corpus) + "\n"
+        + table(rows, titles, corpus, here) + "\n"
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")
         + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
