@@ -16,7 +16,8 @@ cleaned by length and length ratio as Moses' ``clean-corpus-n.perl`` (``--clean 
 1.5``; off by default), then subwords and ``fairseq-preprocess``. A second and further
 ``--test`` become the splits ``test1``, ``test2``, ... (``fairseq-generate --gen-subset
 test1``); ``PREPARED.json`` names each after its prefix (``test_sets``) and records the
-inputs and every choice, so that a re-run with other settings is refused. The files are
+inputs (their paths and SHA-256 digests) and every choice, so that a re-run with other
+settings or on changed files is refused. The files are
 read where they are: nothing is downloaded, so there is no ``--raw-dir``.
 
 Example, the 30k-pair KFTT sample of ``../shared/realdata`` (cicada's ``kftt.30k``: the
@@ -41,6 +42,7 @@ from typing import List, Optional, Tuple
 
 from . import text
 from .command_line import CommandParser
+from .download import checksum_of
 from .recipe import Parts, Recipe, build_parser, parse, run
 from .steps import PrepError, read_lines
 
@@ -159,7 +161,10 @@ def main(argv=None) -> Path:
         parts = recipe.read({}, None)
     except PrepError as err:
         parser.fail(err)
-    return run(dataclasses.replace(recipe, read=lambda archives, folder: parts), args, parser)
+    inputs = {f"{prefix}.{lang}": checksum_of(Path(f"{prefix}.{lang}"))
+              for prefix in (args.train, args.valid, *args.test) for lang in (args.src, args.tgt)}
+    return run(dataclasses.replace(recipe, read=lambda archives, folder: parts, inputs=inputs),
+               args, parser)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,11 @@ skipped when its outputs exist (:mod:`data_prep.steps`):
    (``guided.tsv``), and ``PREPARED.json`` (settings and sentence counts). The folder is
    built under a temporary name and renamed when complete.
 
-A finished ``DEST/NAME`` makes a re-run a no-op; one prepared with other settings is
-refused, not overwritten. ``raw/``, ``tok/`` and ``subword/`` are removed at the end
-unless ``--keep-intermediates``; the archives are kept, so preparing again with other
+A finished ``DEST/NAME`` makes a re-run a no-op; one prepared with other settings (or,
+for files read where they are, from other contents) is refused, not overwritten.
+``raw/``, ``tok/`` and ``subword/`` are removed at the end unless
+``--keep-intermediates``, and at the start when ``WORK/NAME/SETTINGS.json`` says another
+run made them with other settings; the archives are kept, so preparing again with other
 settings downloads nothing.
 """
 
@@ -114,6 +116,9 @@ class Recipe:
         settings: what else decides the prepared data, recorded in ``PREPARED.json``
             with the command line's settings (a recipe built from the command line, as
             :mod:`data_prep.parallel` builds one, records its inputs and preprocessing).
+        inputs: ``{path: SHA-256}`` of the files read where they are (not downloaded
+            archives, which :attr:`sources` checksum), recorded in ``PREPARED.json`` so
+            that a re-run on changed files is refused.
     """
 
     name: str
@@ -140,6 +145,7 @@ class Recipe:
     expected: Dict[str, int] = field(default_factory=dict)
     options: Tuple[Option, ...] = ()
     settings: Dict[str, object] = field(default_factory=dict)
+    inputs: Dict[str, str] = field(default_factory=dict)
 
     @property
     def splits(self) -> Tuple[str, ...]:
@@ -281,6 +287,8 @@ def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> Non
                   for split in recipe.splits}
         prepared = {"settings": settings, "sentences": counts,
                     "expected": expected_of(recipe, args), "argv": args.argv}
+        if recipe.inputs:
+            prepared["inputs"] = recipe.inputs
         if recipe.test_names:
             prepared["test_sets"] = dict(zip(recipe.splits[2:], recipe.test_names))
         (building / "PREPARED.json").write_text(json.dumps(prepared, indent=1) + "\n")
@@ -327,6 +335,10 @@ def prepare(recipe: Recipe, args) -> Path:
             raise PrepError(f"{dest} was prepared with other settings "
                             f"({_difference(prepared.get('settings', {}), settings)}); "
                             "choose another --name or delete it")
+        changed = _changed_inputs(prepared.get("inputs", recipe.inputs), recipe.inputs)
+        if changed:
+            raise PrepError(f"{dest} was prepared from other contents of {changed}; "
+                            "choose another --name or delete it")
         print(f"[{args.name}] {dest} is prepared already: nothing to do", flush=True)
         return dest
     if dest.exists():
@@ -338,6 +350,7 @@ def prepare(recipe: Recipe, args) -> Path:
         print(f"[{args.name}] {message}", flush=True)
 
     remove_leftovers(work)
+    claim_work_folder(work, {"settings": settings, "inputs": recipe.inputs}, log)
     seconds: Dict[str, float] = {}
 
     def step(name, outputs, make):
@@ -387,6 +400,36 @@ def prepare(recipe: Recipe, args) -> Path:
                                             if split in expected else "")
                     for split, n in counts.items()))
     return dest
+
+
+#: The stages whose files depend on the settings (``orig/`` holds only the archives).
+INTERMEDIATES = ("raw", "tok", "subword")
+#: What made the intermediates of ``WORK/NAME``: the settings and the inputs' digests.
+WORK_STAMP = "SETTINGS.json"
+
+
+def claim_work_folder(work: Path, made_with: dict, log: Callable[[str], None]) -> None:
+    """Make ``work``'s intermediates safe to reuse for a run with ``made_with``: those an
+    earlier run made with other settings or inputs (or that no stamp vouches for) are
+    removed, so that no stage is skipped on another run's files; then stamp the folder."""
+    stamp = work / WORK_STAMP
+    found = [work / name for name in INTERMEDIATES if (work / name).exists()]
+    recorded = json.loads(stamp.read_text()) if stamp.exists() else None
+    if found and recorded != made_with:
+        why = "made with other settings or inputs" if recorded else "of unknown settings"
+        log(f"removing the intermediates in {work}, {why}: "
+            + ", ".join(p.name for p in found))
+        for folder in found:
+            shutil.rmtree(folder)
+    if recorded != made_with:
+        with atomic_outputs([stamp]) as (tmp,):
+            tmp.write_text(json.dumps(made_with, indent=1) + "\n")
+
+
+def _changed_inputs(recorded: Dict[str, str], now: Dict[str, str]) -> str:
+    """The input files whose digests differ between ``recorded`` and ``now``."""
+    return ", ".join(sorted(path for path in set(recorded) | set(now)
+                            if recorded.get(path) != now.get(path)))
 
 
 def _size(*paths: Path) -> int:

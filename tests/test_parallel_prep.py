@@ -5,6 +5,7 @@ in one line with nothing written; the real KFTT 30k sample."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 from test_data_prep import load_split
 from test_moses_parity import REALDATA, needs_realdata
 
+from data_prep.download import checksum_of
 from data_prep.steps import read_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,6 +90,31 @@ def test_prepares_every_split_and_records_the_settings(tmp_path, corpus):
     assert other.returncode == 1
     assert "lowercase: False there, True now" in other.stderr
     assert f"test: {[str(corpus['news']), str(corpus['talks'])]!r} there" in other.stderr
+    assert prepared["inputs"][f"{corpus['valid']}.en"] == checksum_of(
+        Path(f"{corpus['valid']}.en"))
+    assert len(prepared["inputs"]) == 8
+    Path(f"{corpus['valid']}.en").write_text("The house.\nThe dog.\n", encoding="utf-8")
+    edited = prepare(tmp_path, *splits(corpus, "news", "talks"), "--name", "mine",
+                     "--bpe-merges", "20")
+    assert edited.returncode == 1
+    assert f"prepared from other contents of {corpus['valid']}.en;" in edited.stderr
+
+
+def test_intermediates_of_other_settings_are_not_reused(tmp_path, corpus):
+    """A folder deleted and prepared again under its name with other settings: the kept
+    tok/ files of the first run must not stand in for the second's."""
+    argv = [*splits(corpus, "news"), "--name", "mine", "--subwords", "none",
+            "--keep-intermediates"]
+    assert prepare(tmp_path, *argv).returncode == 0
+    tok = tmp_path / "work" / "mine" / "tok"
+    assert read_lines(tok / "valid.en") == ["The House .", "The Dog ."]
+    shutil.rmtree(tmp_path / "bin" / "mine")
+    again = prepare(tmp_path, *argv, "--lowercase")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "removing the intermediates" in again.stdout and "done already" not in again.stdout
+    assert read_lines(tok / "valid.en") == ["the house .", "the dog ."]
+    src, _ = load_split(tmp_path / "bin" / "mine", "valid", "de", "en")
+    assert src == ["das haus .", "der hund ."]
 
 
 def test_tokenise_lowercase_and_clean_change_the_text(tmp_path, corpus):
