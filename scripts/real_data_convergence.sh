@@ -12,6 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 ROWS=${1:-softmax,sparsemax,hard,entmax15}
+if [[ "$ROWS" == -* ]]; then
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 if [[ ! -f data-bin/multi30k_de_en/PREPARED.json ]]; then
   echo "scripts/real_data_convergence.sh: error: prepare Multi30k first" \
        "(python -m data_prep.multi30k_de_en)" >&2
