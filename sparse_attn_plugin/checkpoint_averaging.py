@@ -14,6 +14,7 @@ from typing import List, Sequence
 
 import torch
 
+from .errors import SparseAttnError
 from .results_io import atomic_path
 
 #: fairseq's names: ``checkpointE.pt`` at the end of epoch E, ``checkpoint_E_U.pt``
@@ -22,7 +23,7 @@ _EPOCH = re.compile(r"^checkpoint(\d+)\.pt$")
 _UPDATE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 
 
-class AveragingError(ValueError):
+class AveragingError(SparseAttnError, ValueError):
     """Checkpoints that cannot be averaged; the message is one line."""
 
 

@@ -13,6 +13,7 @@ from fairseq import criterions
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
 from fairseq.sequence_generator import SequenceGenerator
 
+from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.modules.fertility import FertilityError
 from sparse_attn_plugin.modules.fertility_predictor import FertilityPredictor
 from sparse_attn_plugin.modules.source_layout import SourceLayout
@@ -115,10 +116,10 @@ def test_constrained_attention_without_the_sink_is_refused_unless_opted_in(
     flags = [*site, "--fertility-value", "0.1"]
     make = lstm if arch == "lstm" else (
         lambda data, *extra: build(data, "sparse_transformer", list(extra)))
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(SettingsError) as stop:
         make(synthetic_bin, *flags)
-    message = str(stop.value.code)
-    assert message.startswith(f"error: {name} attention needs --sink-token")
+    message = str(stop.value)
+    assert message.startswith(f"{name} attention needs --sink-token")
     assert "--attn-rows-may-sum-below-one" in message and "\n" not in message
     task, model = make(synthetic_bin, *flags, "--attn-rows-may-sum-below-one")
     sample = batch(task, size=6)

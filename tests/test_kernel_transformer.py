@@ -10,6 +10,7 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 from test_fairseq_cli import run
 
+from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.models.kernel_transformer import INPUT_PE
 from sparse_attn_plugin.modules.kernel_attention import PE_INTEGRATIONS
 from sparse_attn_plugin.normalizers.kernels import KERNELS
@@ -110,7 +111,7 @@ def test_input_pe_with_the_exponential_kernel_is_fairseqs_transformer(synthetic_
 @pytest.mark.parametrize("flags", [["--no-value-pe"], ["--pe-sites", "none"],
                                    ["--no-token-positional-embeddings"]])
 def test_input_pe_refuses_per_site_flags_in_one_line(synthetic_bin, flags):
-    with pytest.raises(SystemExit, match=f"^error: --pe-integration {INPUT_PE} "):
+    with pytest.raises(SettingsError, match=f"^--pe-integration {INPUT_PE} "):
         kernel_model(synthetic_bin, "--pe-integration", INPUT_PE, *flags)
 
 

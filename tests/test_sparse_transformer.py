@@ -7,6 +7,7 @@ import torch
 from fairseq import utils
 from fairseq.sequence_generator import SequenceGenerator
 
+from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.modules import SparseMultiheadAttention
 from sparse_attn_plugin.normalizers import FITS, NAMES, SITES, EntmaxAlpha, build_normalizer
 
@@ -136,7 +137,7 @@ def test_switching_normaliser_keeps_shared_weights(synthetic_bin):
 
 def test_site_misfit_fails_at_start_up(synthetic_bin, monkeypatch):
     monkeypatch.setitem(FITS, "topk", ("encoder_self",))
-    with pytest.raises(SystemExit, match="'topk' cannot be used for decoder cross attention"):
+    with pytest.raises(SettingsError, match="'topk' cannot be used for decoder cross attention"):
         build(synthetic_bin, extra=["--decoder-cross-attn-fn", "topk"])
 
 
@@ -175,7 +176,7 @@ def test_random_alpha_init_through_fairseq_train_flags_is_seeded(synthetic_bin):
     (["--attn-fn", "entmax_alpha", "--entmax-bisect-iter", "0"], "--entmax-bisect-iter"),
 ])
 def test_infeasible_settings_fail_at_start_up(synthetic_bin, flags, message):
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(SettingsError, match=message):
         build(synthetic_bin, extra=flags)
 
 

@@ -26,13 +26,14 @@ import torch
 from data_prep.command_line import CommandParser
 
 from ..checkpoint_averaging import saved_checkpoints
+from ..errors import SparseAttnError
 from ..normalizers import SITES, EntmaxAlpha
 from ..results_io import markdown_table, write_text_atomic
 from . import plots
 from .attention_stats import head_statistics, layer_of, reads_attention, site_of
 
 
-class AnalysisError(ValueError):
+class AnalysisError(SparseAttnError, ValueError):
     """Input the analysis cannot use; the message is one line."""
 
 

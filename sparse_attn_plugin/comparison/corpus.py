@@ -7,13 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from ..errors import SparseAttnError
+
 #: fairseq-generate's ``--remove-bpe`` value for each of data_prep's subword schemes.
 REMOVE_BPE = {"subword_nmt": "subword_nmt", "sentencepiece": "sentencepiece", "none": None}
 #: The sink token data_prep's ``--sink`` appends to sources: not a word to align or score.
 SINK = "<SINK>"
 
 
-class CorpusError(ValueError):
+class CorpusError(SparseAttnError, ValueError):
     """A data folder the comparison cannot use; the message names it and says why."""
 
 

@@ -37,6 +37,7 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple, Union
 
 import numpy as np
 
+from ..errors import SparseAttnError
 from ..results_io import write_json_atomic
 
 SINK = "<SINK>"
@@ -54,7 +55,7 @@ Link = Tuple[int, int]
 Tokens = Union[str, Sequence[str]]
 
 
-class AlignerError(ValueError):
+class AlignerError(SparseAttnError, ValueError):
     """A model directory that cannot be used, or input the aligner cannot take; one line."""
 
 

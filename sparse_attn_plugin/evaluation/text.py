@@ -5,8 +5,10 @@ from typing import List, Optional
 
 from data_prep.steps import split_lines
 
+from ..errors import SparseAttnError
 
-class InputError(ValueError):
+
+class InputError(SparseAttnError, ValueError):
     """Bad evaluation input; the message is one line naming the file."""
 
 

@@ -2,6 +2,7 @@
 
 import logging
 
+from ..errors import SettingsError
 from ..modules import site_normalizer_name
 from ..normalizers import (
     ALPHA_MAX,
@@ -50,17 +51,17 @@ def set_attention_defaults(args):
 
 
 def check_attention_args(args):
-    """Raise ValueError (one line) for a normaliser that does not fit its site or an
+    """Raise SettingsError (one line) for a normaliser that does not fit its site or an
     infeasible hyper-parameter."""
     chosen = {site: site_normalizer_name(args, site) for site in SITES}
     for site, name in chosen.items():
         check_fits(name, site)
     if "topk" in chosen.values() and args.topk < 1:
-        raise ValueError(f"--topk must be >= 1, got {args.topk}")
+        raise SettingsError(f"--topk must be >= 1, got {args.topk}")
     if "entmax_alpha" in chosen.values():
         args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init, "--entmax-alpha-init")
         if args.entmax_bisect_iter < 1:
-            raise ValueError(f"--entmax-bisect-iter must be >= 1, got {args.entmax_bisect_iter}")
+            raise SettingsError(f"--entmax-bisect-iter must be >= 1, got {args.entmax_bisect_iter}")
     if chosen["encoder_self"] == "hard":
         logger.warning("hard retrieval in encoder self-attention costs BLEU (Xu et al. 2021, "
                        "Table 3: 26.60 vs 27.73 with decoder-only hard attention)")

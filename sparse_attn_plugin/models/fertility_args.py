@@ -1,6 +1,7 @@
 """Command-line flags of constrained attention (Malaviya et al. 2018): sink, exhaustion,
 fertility strategy and the fertility predictor, shared by the LSTM and the transformer."""
 
+from ..errors import SettingsError
 from ..modules.fertility import STRATEGIES, Fertility
 from ..modules.fertility_predictor import FertilityPredictor
 from ..normalizers import CONSTRAINED
@@ -64,27 +65,27 @@ def set_fertility_defaults(args):
 
 
 def check_fertility_args(args):
-    """Raise ValueError (one line) for infeasible settings."""
+    """Raise SettingsError (one line) for infeasible settings."""
     if args.fertility == "constant" and args.fertility_value <= 0:
-        raise ValueError(f"--fertility-value must be positive, got {args.fertility_value}")
+        raise SettingsError(f"--fertility-value must be positive, got {args.fertility_value}")
     if args.fertility == "guided" and not args.fertility_table:
-        raise ValueError("--fertility guided needs --fertility-table FILE")
+        raise SettingsError("--fertility guided needs --fertility-table FILE")
     if args.exhaustion_c < 0:
-        raise ValueError(f"--exhaustion-c must be >= 0, got {args.exhaustion_c}")
+        raise SettingsError(f"--exhaustion-c must be >= 0, got {args.exhaustion_c}")
     if args.fertility_slack < 0:
-        raise ValueError(f"--fertility-slack must be >= 0, got {args.fertility_slack}")
+        raise SettingsError(f"--fertility-slack must be >= 0, got {args.fertility_slack}")
     if args.fertility_max < 1:
-        raise ValueError(f"--fertility-max must be >= 1, got {args.fertility_max}")
+        raise SettingsError(f"--fertility-max must be >= 1, got {args.fertility_max}")
 
 
 def check_sink(args, name: str):
-    """Raise ValueError (one line) for constrained attention ``name`` without the sink,
+    """Raise SettingsError (one line) for constrained attention ``name`` without the sink,
     unless the user opted in: without it a step's bounds ``max(0, f - beta)`` can sum
     below 1 and the weights then sum to less than 1 (the paper always uses the sink)."""
     if name in CONSTRAINED and not args.sink_token and not args.attn_rows_may_sum_below_one:
-        raise ValueError(f"{name} attention needs --sink-token (as in the paper): without it "
-                         "the weights sum to less than 1 once the fertilities are spent; pass "
-                         "--attn-rows-may-sum-below-one to run without the sink anyway")
+        raise SettingsError(f"{name} attention needs --sink-token (as in the paper): without it "
+                            "the weights sum to less than 1 once the fertilities are spent; pass "
+                            "--attn-rows-may-sum-below-one to run without the sink anyway")
 
 
 def build_fertility(args, dictionary) -> Fertility:

@@ -25,6 +25,7 @@ import argparse
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerModel, base_architecture, transformer_iwslt_de_en
 
+from ..errors import SettingsError
 from ..modules.kernel_attention import PE_INTEGRATIONS
 from ..modules.kernel_transformer_layers import (
     SITES,
@@ -48,8 +49,8 @@ def parse_pe_sites(text: str):
     sites = tuple(s.strip() for s in text.split(",") if s.strip())
     unknown = [s for s in sites if s not in SITES]
     if unknown or not sites:
-        raise ValueError(f"--pe-sites takes 'none' or a comma-separated list of "
-                         f"{', '.join(SITES)}; got {text!r}")
+        raise SettingsError(f"--pe-sites takes 'none' or a comma-separated list of "
+                            f"{', '.join(SITES)}; got {text!r}")
     return sites
 
 
@@ -59,12 +60,12 @@ def position_sites(args):
     if args.pe_integration != INPUT_PE:
         return parse_pe_sites(args.pe_sites)
     if set(parse_pe_sites(args.pe_sites)) != set(SITES) or not args.value_pe:
-        raise ValueError(f"--pe-integration {INPUT_PE} adds positions once, to the token "
-                         "embeddings: every layer's queries, keys and values carry them, so "
-                         "--pe-sites and --no-value-pe do not apply")
+        raise SettingsError(f"--pe-integration {INPUT_PE} adds positions once, to the token "
+                            "embeddings: every layer's queries, keys and values carry them, so "
+                            "--pe-sites and --no-value-pe do not apply")
     if getattr(args, "no_token_positional_embeddings", False):
-        raise ValueError(f"--pe-integration {INPUT_PE} needs the token positional "
-                         "embeddings that --no-token-positional-embeddings turns off")
+        raise SettingsError(f"--pe-integration {INPUT_PE} needs the token positional "
+                            "embeddings that --no-token-positional-embeddings turns off")
     return ()
 
 
@@ -96,13 +97,10 @@ class KernelTransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         set_kernel_defaults(args)
-        try:
-            args.kernel_pe_sites = position_sites(args)
-            if args.max_relative_position < 1:
-                raise ValueError(f"--max-relative-position must be >= 1, got "
-                                 f"{args.max_relative_position}")
-        except ValueError as err:
-            raise SystemExit(f"error: {err}") from None
+        args.kernel_pe_sites = position_sites(args)
+        if args.max_relative_position < 1:
+            raise SettingsError(f"--max-relative-position must be >= 1, got "
+                                f"{args.max_relative_position}")
         # positions live in the kernels, or (INPUT_PE) in the embeddings alone
         args.no_token_positional_embeddings = args.pe_integration != INPUT_PE
         return super().build_model(args, task)

@@ -47,13 +47,10 @@ class SparseTransformerModel(FertilityPredictorMixin, TransformerModel):
     def build_model(cls, args, task):
         set_attention_defaults(args)
         set_fertility_defaults(args)
-        try:
-            check_attention_args(args)
-            check_fertility_args(args)
-            check_sink(args, site_normalizer_name(args, "decoder_cross"))
-            return super().build_model(args, task)
-        except ValueError as err:  # includes FertilityError
-            raise SystemExit(f"error: {err}") from None
+        check_attention_args(args)
+        check_fertility_args(args)
+        check_sink(args, site_normalizer_name(args, "decoder_cross"))
+        return super().build_model(args, task)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..errors import SparseAttnError
 from .fertility_predictor import FertilityPredictor
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ STRATEGIES = ("constant", "guided", "predicted")
 EOS_FERTILITY = 1.0
 
 
-class FertilityError(ValueError):
+class FertilityError(SparseAttnError, ValueError):
     """Fertilities that are missing or unreadable; the message is one line."""
 
 

@@ -29,6 +29,7 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..errors import SettingsError
 from .bounded_attention import BoundedAttention
 from .fertility import Fertility
 from .source_layout import SourceLayout, to_source_columns
@@ -58,8 +59,8 @@ class SparseLSTMEncoder(FairseqEncoder):
                  fertility: Optional[Fertility]):
         super().__init__(dictionary)
         if hidden_size % 2:
-            raise ValueError(f"--encoder-hidden-size must be even (two directions), "
-                             f"got {hidden_size}")
+            raise SettingsError(f"--encoder-hidden-size must be even (two directions), "
+                                f"got {hidden_size}")
         self.padding_idx = dictionary.pad()
         self.embed_tokens = embedding(len(dictionary), embed_dim, self.padding_idx)
         self.sink = nn.Parameter(torch.empty(embed_dim).uniform_(-0.1, 0.1)) if sink else None
@@ -134,8 +135,8 @@ class SparseLSTMDecoder(FairseqIncrementalDecoder):
         self.dropout_out = nn.Dropout(dropout_out)
         self.key_proj = nn.Linear(encoder_hidden_size, hidden_size, bias=False)
         if coverage_vector not in (None, *COVERAGE_FORMS):
-            raise ValueError(f"unknown coverage vector form {coverage_vector!r}; choose from "
-                             f"{', '.join(COVERAGE_FORMS)}")
+            raise SettingsError(f"unknown coverage vector form {coverage_vector!r}; choose from "
+                                f"{', '.join(COVERAGE_FORMS)}")
         self.coverage_weight = (nn.Parameter(torch.zeros(hidden_size))
                                 if coverage_vector == "paper" else None)
         self.coverage_key_weight = (
@@ -145,8 +146,8 @@ class SparseLSTMDecoder(FairseqIncrementalDecoder):
         self.combine = nn.Linear(encoder_hidden_size + hidden_size, hidden_size, bias=False)
         if share_input_output_embed:
             if embed_dim != hidden_size:
-                raise ValueError("--share-decoder-input-output-embed needs "
-                                 "--decoder-embed-dim equal to --decoder-hidden-size")
+                raise SettingsError("--share-decoder-input-output-embed needs "
+                                    "--decoder-embed-dim equal to --decoder-hidden-size")
             self.output_projection = None
         else:
             self.output_projection = nn.Linear(hidden_size, len(dictionary))

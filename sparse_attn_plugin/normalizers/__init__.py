@@ -8,6 +8,7 @@ Each maps scores ``(B, H, T, S)`` with ``-inf`` on masked keys to attention weig
 from dataclasses import dataclass
 from typing import Union
 
+from ..errors import SettingsError
 from .base import SITES, Normalizer, Softmax
 from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
 from .entmax_family import (
@@ -62,14 +63,15 @@ NAMES = tuple(_FACTORIES)
 
 def _check_known(name: str) -> None:
     if name not in _FACTORIES:
-        raise ValueError(f"unknown attention normaliser {name!r}; choose from {', '.join(NAMES)}")
+        raise SettingsError(f"unknown attention normaliser {name!r}; choose from "
+                            f"{', '.join(NAMES)}")
 
 
 def check_fits(name: str, site: str) -> None:
-    """Raise ValueError with one clear line if ``name`` is unknown or unfit for ``site``."""
+    """Raise SettingsError with one clear line if ``name`` is unknown or unfit for ``site``."""
     _check_known(name)
     if site not in FITS[name]:
-        raise ValueError(
+        raise SettingsError(
             f"attention normaliser {name!r} cannot be used for {site.replace('_', ' ')} "
             f"attention; it fits: {', '.join(FITS[name])}"
         )

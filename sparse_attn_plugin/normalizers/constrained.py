@@ -62,12 +62,14 @@ from torch import Tensor, nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
+from ..errors import SparseAttnError
+
 #: ``check=True`` accepts bound sums down to ``1 - FEASIBILITY_TOL`` (rounding slack:
 #: bounds ``f - beta`` from float32 cumulative attention rarely sum to exactly 1).
 FEASIBILITY_TOL = 1e-6
 
 
-class InfeasibleBounds(ValueError):
+class InfeasibleBounds(SparseAttnError, ValueError):
     """Upper bounds under which no attention weights can sum to 1."""
 
 

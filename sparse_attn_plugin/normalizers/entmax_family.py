@@ -23,6 +23,7 @@ import torch
 from entmax import entmax15, entmax_bisect, sparsemax
 from torch import Tensor, nn
 
+from ..errors import SettingsError
 from .base import Normalizer
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
@@ -35,7 +36,8 @@ RANDOM_INIT = "random"
 
 def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str]:
     """:data:`RANDOM_INIT`, or the initial alpha as a float in ``[1.01, 2)`` (given as a
-    number or its text); ValueError with one line naming ``name`` otherwise."""
+    number or its text); SettingsError (a ValueError) with one line naming ``name``
+    otherwise."""
     if value == RANDOM_INIT:
         return RANDOM_INIT
     try:
@@ -43,8 +45,8 @@ def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str
     except (TypeError, ValueError):
         alpha = math.nan
     if not ALPHA_MIN <= alpha < ALPHA_MAX:
-        raise ValueError(f"{name} must be {RANDOM_INIT!r} or a number in "
-                         f"[{ALPHA_MIN}, {ALPHA_MAX}), got {value!r}")
+        raise SettingsError(f"{name} must be {RANDOM_INIT!r} or a number in "
+                            f"[{ALPHA_MIN}, {ALPHA_MAX}), got {value!r}")
     return alpha
 
 

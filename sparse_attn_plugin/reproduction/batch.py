@@ -12,10 +12,11 @@ update-freq 128 on one GPU and 64 on two, and is refused on three.
 
 from typing import List, Optional, Tuple
 
+from ..errors import SparseAttnError
 from .config import flag_value
 
 
-class BatchError(ValueError):
+class BatchError(SparseAttnError, ValueError):
     """The paper's batch cannot be kept exactly; the message is one line."""
 
 

@@ -83,6 +83,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from ..errors import SparseAttnError
 from ..evaluation.aligner import SYMMETRIZATIONS
 from ..evaluation.meteor import LANGUAGE_PRESETS
 
@@ -110,7 +111,7 @@ WINDOW_KEYS = ("size", "step", "count")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
 
 
-class ConfigError(ValueError):
+class ConfigError(SparseAttnError, ValueError):
     """A config that cannot be run; the message is one line naming the file."""
 
 

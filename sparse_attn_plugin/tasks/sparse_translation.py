@@ -25,6 +25,7 @@ from fairseq.data import BaseWrapperDataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from ..errors import SettingsError
 from ..models.fertility_args import DEFAULTS as FERTILITY_DEFAULTS
 from ..modules.fertility import EOS_FERTILITY, FertilityError
 from .coverage_penalty import CoverageSequenceGenerator
@@ -112,10 +113,7 @@ class SparseTranslationTask(TranslationTask):
             logger.info("no fertility file %s: %s batches carry no fertilities", path, split)
             return
         lengths = [int(size) - 1 for size in dataset.src_sizes]  # without the source EOS
-        try:
-            fertilities = read_fertilities(path, lengths)
-        except FertilityError as err:
-            raise SystemExit(f"error: {err}") from None
+        fertilities = read_fertilities(path, lengths)
         self.datasets[split] = FertilityDataset(dataset, fertilities, self.src_dict.pad())
         logger.info("fertilities of %d %s sentences from %s", len(lengths), split, path)
 
@@ -143,7 +141,7 @@ class SparseTranslationTask(TranslationTask):
                         **kwargs):
         if self.cfg.coverage_penalty_beta:
             if getattr(args, "score_reference", False):
-                raise ValueError("--coverage-penalty-beta does not apply to --score-reference")
+                raise SettingsError("--coverage-penalty-beta does not apply to --score-reference")
             seq_gen_cls = CoverageSequenceGenerator
             extra_gen_cls_kwargs = dict(extra_gen_cls_kwargs or {},
                                         coverage_beta=self.cfg.coverage_penalty_beta,
@@ -153,7 +151,10 @@ class SparseTranslationTask(TranslationTask):
 
 
 def _one_line_errors(step, *args, **kwargs):
-    """Run a training or validation step; missing fertilities end the run with one line."""
+    """Run a training or validation step; a :class:`FertilityError` there (a batch without
+    fertilities, a model without a fertility predictor) ends the run with one line. The
+    step runs inside fairseq's training loop, the command-line edge: its trainer saves
+    ``crash.pt`` for any Exception, and a SystemExit passes through untouched."""
     try:
         return step(*args, **kwargs)
     except FertilityError as err:

@@ -1,0 +1,49 @@
+"""The plugin's errors: one type per failure domain, each a :class:`SparseAttnError` whose
+message is one line saying what is wrong and where.
+
+Libraries raise them and a Python caller catches them like any exception. Command lines
+turn them into one line and exit status 1: ours through
+:class:`data_prep.command_line.CommandParser`, fairseq's (``fairseq-train``,
+``fairseq-generate``, ... with ``--user-dir sparse_attn_plugin``) through the hook
+:func:`one_line_errors_at_fairseq_cli` installs when such a command loads the plugin.
+
+The domains: :class:`SettingsError` (model and task flags, here); fertility files
+(``modules.fertility.FertilityError``); constrained bounds
+(``normalizers.constrained.InfeasibleBounds``); metric inputs
+(``evaluation.text.InputError``); the word aligner (``evaluation.aligner.AlignerError``);
+checkpoints to average (``checkpoint_averaging.AveragingError``); analysis inputs
+(``analysis.cli.AnalysisError``); comparison corpora (``comparison.corpus.CorpusError``);
+reproduction configs and batches (``reproduction.config.ConfigError``,
+``reproduction.batch.BatchError``). ``data_prep`` has its own ``PrepError`` (it imports
+nothing of the plugin).
+"""
+
+import sys
+
+
+class SparseAttnError(Exception):
+    """An error the plugin raises on purpose: bad input or infeasible settings, not a bug."""
+
+
+class SettingsError(SparseAttnError, ValueError):
+    """Model or task flags that cannot be used, or not together; the message names the
+    flag."""
+
+
+def one_line_errors_at_fairseq_cli() -> None:
+    """Make an uncaught :class:`SparseAttnError` end the process with ``error: MESSAGE``
+    (its first line) on stderr and exit status 1, where Python would print a traceback;
+    every other exception goes to the hook that was there before. Idempotent."""
+    previous = sys.excepthook
+    if getattr(previous, "sparse_attn_one_line", False):
+        return
+
+    def hook(kind, error, traceback):
+        if issubclass(kind, SparseAttnError):
+            lines = str(error).strip().splitlines()
+            print(f"error: {lines[0] if lines else kind.__name__}", file=sys.stderr)
+        else:
+            previous(kind, error, traceback)
+
+    hook.sparse_attn_one_line = True
+    sys.excepthook = hook
