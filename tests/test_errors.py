@@ -17,6 +17,10 @@ from sparse_attn_plugin import errors
 from sparse_attn_plugin.errors import SettingsError, SparseAttnError
 from sparse_attn_plugin.models.attention_args import check_attention_args, set_attention_defaults
 from sparse_attn_plugin.models.fertility_args import check_fertility_args, set_fertility_defaults
+from sparse_attn_plugin.modules import normalizer_options
+from sparse_attn_plugin.normalizers import NormalizerOptions
+
+from models import build, parse
 
 
 def defined_exception_types():
@@ -78,3 +82,26 @@ def test_an_uncaught_plugin_error_is_one_line_and_others_keep_their_traceback(ho
     assert previous_saw == []
     excepthook(KeyError, KeyError("a bug"), None)  # not ours: Python's traceback, as before
     assert previous_saw == [KeyError] and capsys.readouterr().err == ""
+
+
+def test_both_models_take_the_normaliser_flags_from_one_declaration(synthetic_bin):
+    """``NormalizerOptions``'s fields are the flags of the transformer and of the LSTM,
+    with the same defaults; the LSTM has no per-site overrides (it has one attention)."""
+    for arch in ("sparse_transformer", "sparse_lstm"):
+        args = parse(synthetic_bin, arch, ["--topk", "3", "--entmax-alpha-init", "random"])
+        assert (args.topk, args.entmax_alpha_init) == (3, "random")
+        defaults = parse(synthetic_bin, arch)
+        assert normalizer_options(defaults) == NormalizerOptions()
+        assert defaults.attn_fn == "softmax"
+        assert hasattr(defaults, "encoder_self_attn_fn") == (arch == "sparse_transformer")
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--attn-fn", "topk", "--topk", "0"], "--topk must be >= 1, got 0"),
+    (["--attn-fn", "entmax_alpha", "--entmax-bisect-iter", "0"], "--entmax-bisect-iter"),
+    (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "3"], "--entmax-alpha-init must be"),
+])
+def test_the_lstm_checks_the_normaliser_flags_as_the_transformer_does(synthetic_bin, flags,
+                                                                       message):
+    with pytest.raises(SettingsError, match=message):
+        build(synthetic_bin, "sparse_lstm", flags)

@@ -12,7 +12,8 @@ from fairseq.models import (
 from ..modules import normalizer_options
 from ..modules.bounded_attention import BoundedAttention
 from ..modules.lstm import COVERAGE_FORMS, SparseLSTMDecoder, SparseLSTMEncoder
-from ..normalizers import CONSTRAINED, NAMES, RANDOM_INIT, NormalizerOptions, parse_alpha_init
+from ..normalizers import CONSTRAINED, NAMES
+from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
 from .fertility_args import (
     FertilityPredictorMixin,
     add_fertility_args,
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 #: Normalisers the LSTM's attention can use (hard retrieval is a transformer method).
 LSTM_NAMES = tuple(name for name in NAMES if name != "hard")
+#: The LSTM's one attention: the decoder's over the source.
+LSTM_SITES = ("decoder_cross",)
 
 
 @register_model("sparse_lstm")
@@ -44,13 +47,7 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
         parser.add_argument("--decoder-layers", type=int, metavar="N")
         parser.add_argument("--dropout", type=float, metavar="P")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true")
-        parser.add_argument("--attn-fn", choices=LSTM_NAMES, metavar="NAME",
-                            help=f"attention normaliser: {', '.join(LSTM_NAMES)}")
-        parser.add_argument("--topk", type=int, metavar="K")
-        parser.add_argument("--topk-train-only", action="store_true")
-        parser.add_argument("--entmax-alpha-init", metavar="A",
-                            help=f"initial alpha in [1.01, 2) or {RANDOM_INIT!r} (z ~ N(0, 1))")
-        parser.add_argument("--entmax-bisect-iter", type=int, metavar="N")
+        add_attention_args(parser, LSTM_NAMES, LSTM_SITES)
         parser.add_argument("--coverage-vector", action="store_true",
                             help="add a coverage vector term to the scores (Tu et al. 2016)")
         parser.add_argument("--coverage-vector-form", choices=COVERAGE_FORMS,
@@ -62,7 +59,7 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, args, task):
         sparse_lstm(args)
-        args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init, "--entmax-alpha-init")
+        check_attention_args(args, LSTM_SITES)
         check_fertility_args(args)
         check_sink(args, args.attn_fn)
         return cls._build(args, task)
@@ -112,12 +109,7 @@ def sparse_lstm(args):
     _default(args, "decoder_hidden_size", args.encoder_hidden_size)
     _default(args, "decoder_layers", args.encoder_layers)
     _default(args, "dropout", 0.1)
-    _default(args, "attn_fn", "softmax")
-    options = NormalizerOptions()
-    _default(args, "topk", options.topk)
-    _default(args, "topk_train_only", options.topk_train_only)
-    _default(args, "entmax_alpha_init", options.entmax_alpha_init)
-    _default(args, "entmax_bisect_iter", options.entmax_bisect_iter)
+    set_attention_defaults(args, LSTM_SITES)
     _default(args, "coverage_vector", False)
     _default(args, "coverage_vector_form", "paper")
     _default(args, "share_decoder_input_output_embed", False)

@@ -5,7 +5,7 @@ Each maps scores ``(B, H, T, S)`` with ``-inf`` on masked keys to attention weig
 ``(B, H, T, S)`` on the weights. :func:`build_normalizer` makes one by its command-line name.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from ..errors import SettingsError
@@ -26,12 +26,20 @@ from .topk import TopK
 
 @dataclass(frozen=True)
 class NormalizerOptions:
-    """The hyper-parameters normalisers read; the command-line flags of the same names."""
+    """The hyper-parameters normalisers read, declared once: the models' command-line
+    flags of the same names (``--topk``, ...) are made from these fields, their defaults
+    and their ``help`` (``models.attention_args.add_attention_args``)."""
 
-    topk: int = 8
-    topk_train_only: bool = False
-    entmax_alpha_init: Union[float, str] = 1.5  # or RANDOM_INIT
-    entmax_bisect_iter: int = 25
+    topk: int = field(default=8, metadata={
+        "help": "keys kept per query by top-k attention", "metavar": "K"})
+    topk_train_only: bool = field(default=False, metadata={
+        "help": "top-k in training only; plain softmax at inference"})
+    entmax_alpha_init: Union[float, str] = field(default=1.5, metadata={
+        "help": f"initial alpha of learned alpha-entmax, in [{ALPHA_MIN}, {ALPHA_MAX}), or "
+                f"{RANDOM_INIT!r}: each head's z (alpha = 1 + sigmoid(z)) drawn from N(0, 1), "
+                "seeded by --seed, as Correia et al.'s code does", "metavar": "A"})
+    entmax_bisect_iter: int = field(default=25, metadata={
+        "help": "bisection iterations of learned alpha-entmax", "metavar": "N"})
 
 
 _FACTORIES = {
