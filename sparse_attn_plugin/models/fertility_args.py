@@ -2,9 +2,9 @@
 fertility strategy and the fertility predictor, shared by the LSTM and the transformer."""
 
 from ..errors import SettingsError
+from ..modules import cross_attention_constrained, site_normalizer_name
 from ..modules.fertility import STRATEGIES, Fertility
 from ..modules.fertility_predictor import FertilityPredictor
-from ..normalizers import CONSTRAINED
 
 #: Flag defaults; the predictor's sizes are the reference tagger's.
 DEFAULTS = {
@@ -78,11 +78,13 @@ def check_fertility_args(args):
         raise SettingsError(f"--fertility-max must be >= 1, got {args.fertility_max}")
 
 
-def check_sink(args, name: str):
-    """Raise SettingsError (one line) for constrained attention ``name`` without the sink,
+def check_sink(args):
+    """Raise SettingsError (one line) for constrained cross-attention without the sink,
     unless the user opted in: without it a step's bounds ``max(0, f - beta)`` can sum
     below 1 and the weights then sum to less than 1 (the paper always uses the sink)."""
-    if name in CONSTRAINED and not args.sink_token and not args.attn_rows_may_sum_below_one:
+    if (cross_attention_constrained(args) and not args.sink_token
+            and not args.attn_rows_may_sum_below_one):
+        name = site_normalizer_name(args, "decoder_cross")
         raise SettingsError(f"{name} attention needs --sink-token (as in the paper): without it "
                             "the weights sum to less than 1 once the fertilities are spent; pass "
                             "--attn-rows-may-sum-below-one to run without the sink anyway")

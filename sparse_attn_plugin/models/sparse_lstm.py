@@ -9,10 +9,10 @@ from fairseq.models import (
     register_model_architecture,
 )
 
-from ..modules import normalizer_options
+from ..modules import cross_attention_constrained, normalizer_options
 from ..modules.bounded_attention import BoundedAttention
 from ..modules.lstm import COVERAGE_FORMS, SparseLSTMDecoder, SparseLSTMEncoder
-from ..normalizers import CONSTRAINED, NAMES
+from ..normalizers import NAMES
 from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
 from .fertility_args import (
     FertilityPredictorMixin,
@@ -61,12 +61,12 @@ class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
         sparse_lstm(args)
         check_attention_args(args, LSTM_SITES)
         check_fertility_args(args)
-        check_sink(args, args.attn_fn)
+        check_sink(args)
         return cls._build(args, task)
 
     @classmethod
     def _build(cls, args, task):
-        constrained = args.attn_fn in CONSTRAINED
+        constrained = cross_attention_constrained(args)
         if args.coverage_vector_form != "paper" and not args.coverage_vector:
             logger.warning("--coverage-vector-form %s has no effect without --coverage-vector",
                            args.coverage_vector_form)

@@ -15,8 +15,11 @@ from fairseq.models.transformer import (
     transformer_wmt_en_de,
 )
 
-from ..modules import SparseTransformerDecoder, SparseTransformerEncoder, site_normalizer_name
-from ..normalizers import CONSTRAINED
+from ..modules import (
+    SparseTransformerDecoder,
+    SparseTransformerEncoder,
+    cross_attention_constrained,
+)
 from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
 from .fertility_args import (
     FertilityPredictorMixin,
@@ -49,13 +52,13 @@ class SparseTransformerModel(FertilityPredictorMixin, TransformerModel):
         set_fertility_defaults(args)
         check_attention_args(args)
         check_fertility_args(args)
-        check_sink(args, site_normalizer_name(args, "decoder_cross"))
+        check_sink(args)
         return super().build_model(args, task)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
         fertility = None
-        if site_normalizer_name(cfg, "decoder_cross") in CONSTRAINED:
+        if cross_attention_constrained(cfg):
             fertility = build_fertility(cfg, src_dict)
         return SparseTransformerEncoder(cfg, src_dict, embed_tokens, fertility,
                                         getattr(cfg, "sink_token", False))

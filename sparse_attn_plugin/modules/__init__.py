@@ -8,6 +8,7 @@ from .transformer_layers import (
     SparseTransformerEncoder,
     SparseTransformerEncoderLayer,
     build_site_normalizer,
+    cross_attention_constrained,
     normalizer_options,
     site_normalizer_name,
 )
@@ -15,5 +16,5 @@ from .transformer_layers import (
 __all__ = [
     "SparseMultiheadAttention", "SparseTransformerDecoder", "SparseTransformerDecoderLayer",
     "SparseTransformerEncoder", "SparseTransformerEncoderLayer", "build_site_normalizer",
-    "normalizer_options", "site_normalizer_name",
+    "cross_attention_constrained", "normalizer_options", "site_normalizer_name",
 ]

@@ -19,7 +19,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from ..normalizers import CONSTRAINED, NormalizerOptions, build_normalizer
+from ..normalizers import NormalizerOptions, build_normalizer
+from ..normalizers.constrained import ConstrainedNormalizer
 
 
 def upper_bounds(fertility: Tensor, coverage: Tensor) -> Tensor:
@@ -41,9 +42,9 @@ class BoundedAttention(nn.Module):
     def __init__(self, name: str, num_heads: int = 1, exhaustion: float = 0.0,
                  options: Optional[NormalizerOptions] = None):
         super().__init__()
-        self.constrained = name in CONSTRAINED
-        self.exhaustion = exhaustion
         self.normalizer = build_normalizer(name, num_heads, options or NormalizerOptions())
+        self.constrained = isinstance(self.normalizer, ConstrainedNormalizer)
+        self.exhaustion = exhaustion
 
     def step(self, scores: Tensor, coverage: Tensor, fertility: Tensor) -> Tensor:
         """Weights ``(B, H, T, S)`` for scores ``(B, H, T, S)`` given the coverage ``beta``

@@ -39,6 +39,13 @@ def site_normalizer_name(cfg, site: str) -> str:
     return getattr(cfg, f"{site}_attn_fn", None) or getattr(cfg, "attn_fn", None) or "softmax"
 
 
+def cross_attention_constrained(cfg) -> bool:
+    """Whether the model's cross-attention is bounded by fertilities (``csoftmax``,
+    ``csparsemax``): decided here only, so that the encoder builds fertilities exactly
+    when the attention uses them."""
+    return site_normalizer_name(cfg, "decoder_cross") in CONSTRAINED
+
+
 def normalizer_options(cfg) -> NormalizerOptions:
     """The normalisers' hyper-parameters set in ``cfg`` (defaults for the others)."""
     return NormalizerOptions(**{
@@ -92,9 +99,9 @@ class SparseTransformerDecoderLayer(TransformerDecoderLayerBase):
             q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
         )
-        name = site_normalizer_name(cfg, "decoder_cross")
-        if name in CONSTRAINED:
-            bounded = BoundedAttention(name, heads, cfg.exhaustion_c, normalizer_options(cfg))
+        if cross_attention_constrained(cfg):
+            bounded = BoundedAttention(site_normalizer_name(cfg, "decoder_cross"), heads,
+                                       cfg.exhaustion_c, normalizer_options(cfg))
             return ConstrainedMultiheadAttention(embed_dim, heads, bounded=bounded, **kwargs)
         return SparseMultiheadAttention(
             embed_dim, heads, normalizer=build_site_normalizer(cfg, "decoder_cross", heads),
