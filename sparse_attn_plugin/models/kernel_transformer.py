@@ -27,11 +27,8 @@ from fairseq.models.transformer import TransformerModel, base_architecture, tran
 
 from ..errors import SettingsError
 from ..modules.kernel_attention import PE_INTEGRATIONS
-from ..modules.kernel_transformer_layers import (
-    SITES,
-    KernelTransformerDecoder,
-    KernelTransformerEncoder,
-)
+from ..modules.kernel_transformer_layers import KernelTransformerDecoder, KernelTransformerEncoder
+from ..normalizers import SITES
 from ..normalizers.kernels import KERNELS
 
 #: Positions added once to the token embeddings instead of inside the kernels.

@@ -16,8 +16,6 @@ from fairseq.modules.transformer_layer import (
 
 from .kernel_attention import KernelMultiheadAttention
 
-SITES = ("encoder_self", "decoder_self", "decoder_cross")
-
 
 def kernel_attention(cfg, site: str, embed_dim: int, heads: int) -> KernelMultiheadAttention:
     """The attention of ``site`` as the model configuration ``cfg`` describes it."""
