@@ -15,8 +15,11 @@ from sparse_attn_plugin.evaluation.aligner import (
     Aligner,
     AlignerError,
     aer,
+    aligner_fertilities,
+    fertility_text,
     format_pharaoh,
     guided_fertilities,
+    guided_text,
     parse_pharaoh,
     token_fertilities,
     train_aligner,
@@ -180,11 +183,14 @@ def test_fertilities_hand_computed():
     assert token_fertilities(links, 3, slack=1) == [3, 1, 2]
     table = guided_fertilities(["a b a", f"b c {SINK}"], [[2, 0, 3], [1, 0, 9]])
     assert table == {"a": 3, "b": 1, "c": 1}  # largest seen, at least 1, no sink
+    assert fertility_text([[2, 0, 3], [1]], slack=1) == "3 1 4\n2\n"
+    assert guided_text(table) == "a\t3\nb\t1\nc\t1\n"
 
 
 def test_fertilities_agree_with_gold(aligner, test_set):
     links = aligner.align_batch(test_set["src"], test_set["tgt"], "forward")
-    ferts = [token_fertilities(lk, len(s.split())) for lk, s in zip(links, test_set["src"])]
+    ferts = aligner_fertilities(aligner, test_set["src"], test_set["tgt"])  # forward
+    assert [len(f) for f in ferts] == [len(s.split()) for s in test_set["src"]]
     assert [sum(f) for f in ferts] == [len(lk) for lk in links]
     pairs = [(a, b) for f, g in zip(ferts, test_set["fert"]) for a, b in zip(f, g, strict=True)]
     assert sum(a == b for a, b in pairs) / len(pairs) >= FERTILITY_AGREEMENT

@@ -29,19 +29,21 @@ from data_prep.command_line import CommandParser
 from ..results_io import write_text_atomic
 from .aligner import (
     DEFAULT_SYMMETRIZATION,
+    FERTILITY_SYMMETRIZATION,
     SYMMETRIZATIONS,
     Aligner,
     AlignerError,
+    aligner_fertilities,
     check_model_destination,
+    fertility_text,
     format_pharaoh,
     guided_fertilities,
-    token_fertilities,
+    guided_text,
     train_aligner,
 )
 from .text import InputError, read_lines
 
 PROG = "sparse-attn-align"
-FERTILITY_SYMMETRIZATION = "forward"  # agrees best with gold fertilities (see tests)
 
 
 def read_parallel(src_path, tgt_path):
@@ -67,14 +69,9 @@ def cmd_train(args):
           f"saved to {args.out}", file=sys.stderr)
 
 
-def _align_files(args, symmetrize):
-    src, tgt = read_parallel(args.src, args.tgt)
-    aligner = Aligner.load(args.model)
-    return aligner, src, aligner.align_batch(src, tgt, symmetrize)
-
-
 def cmd_align(args):
-    _, _, links = _align_files(args, args.symmetrize)
+    src, tgt = read_parallel(args.src, args.tgt)
+    links = Aligner.load(args.model).align_batch(src, tgt, args.symmetrize)
     write_text_atomic(args.out, "".join(format_pharaoh(lk) + "\n" for lk in links))
     print(f"{len(links)} alignments ({args.symmetrize}) written to {args.out}",
           file=sys.stderr)
@@ -83,13 +80,11 @@ def cmd_align(args):
 def cmd_fertility(args):
     if args.slack < 0:
         raise InputError(f"--slack must be non-negative, not {args.slack}")
-    _, src, links = _align_files(args, args.symmetrize)
-    raw = [token_fertilities(lk, len(s.split())) for lk, s in zip(links, src)]
+    src, tgt = read_parallel(args.src, args.tgt)
+    raw = aligner_fertilities(Aligner.load(args.model), src, tgt, args.symmetrize)
     table = guided_fertilities(src, raw)
-    fert_text = "".join(" ".join(str(f + args.slack) for f in ferts) + "\n" for ferts in raw)
-    guided_text = "".join(f"{w}\t{f}\n" for w, f in sorted(table.items()))
-    write_text_atomic(args.out_fert, fert_text)
-    write_text_atomic(args.out_guided, guided_text)
+    write_text_atomic(args.out_fert, fertility_text(raw, args.slack))
+    write_text_atomic(args.out_guided, guided_text(table))
     print(f"fertilities of {len(raw)} sentences ({args.symmetrize}, slack {args.slack}) "
           f"written to {args.out_fert}; GUIDED table of {len(table)} types to "
           f"{args.out_guided}", file=sys.stderr)

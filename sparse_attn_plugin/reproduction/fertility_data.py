@@ -1,17 +1,22 @@
 """The corpus a run reads, its aligners (for DROP and fertilities) and the fertility data
 models train on: the corpus's own (gold) or the aligner's."""
 
-import contextlib
-import io
 import json
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..evaluation.align_cli import main as align_main
-from ..evaluation.aligner import Aligner, guided_fertilities
+from ..evaluation.aligner import (
+    Aligner,
+    aligner_fertilities,
+    fertility_text,
+    guided_fertilities,
+    guided_text,
+    train_aligner,
+)
 from ..results_io import write_text_atomic
 from .config import slug
 
@@ -65,35 +70,12 @@ class Corpus:
                                 for i in range(len(dataset))]
         return self._lines[key]
 
-    def text_file(self, split: str, lang: str, post_process: Optional[str] = None) -> Path:
-        """The split's text written under the work directory (for sparse-attn-align)."""
-        folder = self.work / ("text" if post_process is None else f"text-{slug(post_process)}")
-        return write_text_atomic(folder / f"{split}.{lang}",
-                                 "".join(line + "\n" for line in self.lines(split, lang,
-                                                                             post_process)))
-
-
-def align_cli(*args) -> str:
-    """Run the ``sparse-attn-align`` command line with ``args`` (in this process: a new
-    Python would spend seconds importing fairseq again); its summary line, or
-    RuntimeError with its error line."""
-    stderr = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(stderr):
-            align_main([str(a) for a in args])
-    except SystemExit as exit_:
-        if exit_.code:
-            lines = stderr.getvalue().strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"sparse-attn-align {args[0]} failed "
-                               f"with exit status {exit_.code}") from None
-    lines = stderr.getvalue().strip().splitlines()
-    return lines[-1] if lines else ""
-
 
 class Aligners:
-    """The run's fast_align models, each trained once (``sparse-attn-align train
-    --sink``) on the training text: the tokens the model reads (fertilities) or the
-    text post-processed like the translations (DROP); one model when they agree."""
+    """The run's fast_align models (with the sink), each trained once on the training
+    text and saved under the work directory: the tokens the model reads (fertilities)
+    or the text post-processed like the translations (DROP); one model when they
+    agree."""
 
     def __init__(self, corpus: Corpus, work: Path, iterations: int):
         self.corpus, self.work, self.iterations = corpus, Path(work), iterations
@@ -107,12 +89,15 @@ class Aligners:
             c = self.corpus
             print("[reproduce] train the aligner on the training data"
                   + (f" post-processed with {post_process}" if post_process else ""), flush=True)
-            summary = align_cli("train", "--src", c.text_file("train", c.src, post_process),
-                                "--tgt", c.text_file("train", c.tgt, post_process),
-                                "--out", out, "--sink", "--quiet",
-                                "--iterations", self.iterations)
-            print(f"[reproduce] {summary}", flush=True)
+            started = time.time()
+            aligner = train_aligner(c.lines("train", c.src, post_process),
+                                    c.lines("train", c.tgt, post_process),
+                                    iterations=self.iterations, sink=True)
+            aligner.save(out)
+            print(f"[reproduce] aligner trained on {aligner.manifest['pairs']} pairs in "
+                  f"{time.time() - started:.1f} s; saved to {out}", flush=True)
             self.models[post_process] = out
+            self._loaded[post_process] = aligner
         return self.models[post_process]
 
     def load(self, post_process: Optional[str] = None) -> Aligner:
@@ -138,8 +123,7 @@ class FertilityData:
 
 
 def _write_guided(path: Path, sources: List[str], fertilities: List[List[int]]) -> Path:
-    table = guided_fertilities(sources, fertilities)
-    return write_text_atomic(path, "".join(f"{w}\t{f}\n" for w, f in sorted(table.items())))
+    return write_text_atomic(path, guided_text(guided_fertilities(sources, fertilities)))
 
 
 def gold_fertility_data(corpus: Corpus, work: Path) -> FertilityData:
@@ -156,9 +140,9 @@ def gold_fertility_data(corpus: Corpus, work: Path) -> FertilityData:
 
 def aligner_fertility_data(corpus: Corpus, aligners: Aligners, work: Path) -> FertilityData:
     """A copy of the corpus directory (symlinks to its ``.bin``, ``.idx`` and dictionary
-    files) with the aligner's train and valid fertility files (``sparse-attn-align
-    fertility``), and the aligner's GUIDED table."""
-    model = aligners.model(None)  # on the tokens the model reads (BPE units, if any)
+    files) with the aligner's train and valid fertility files, and the aligner's GUIDED
+    table."""
+    aligner = aligners.load(None)  # on the tokens the model reads (BPE units, if any)
     out, tables = Path(work) / "data-aligner", Path(work) / "fertility-aligner"
     if out.exists():
         shutil.rmtree(out)
@@ -168,13 +152,13 @@ def aligner_fertility_data(corpus: Corpus, aligners: Aligners, work: Path) -> Fe
             (out / path.name).symlink_to(path.resolve())
     for split in FERTILITY_SPLITS:
         if corpus.has(split):
-            summary = align_cli(
-                "fertility", "--model", model, "--src", corpus.text_file(split, corpus.src),
-                "--tgt", corpus.text_file(split, corpus.tgt),
-                "--out-fert", corpus.fertility_file(split, out),
-                "--out-guided", tables / ("guided.tsv" if split == "train"
-                                          else f"guided-{split}.tsv"))
-            print(f"[reproduce] {summary}", flush=True)
+            sources = corpus.lines(split, corpus.src)
+            fertilities = aligner_fertilities(aligner, sources, corpus.lines(split, corpus.tgt))
+            write_text_atomic(corpus.fertility_file(split, out), fertility_text(fertilities))
+            _write_guided(tables / ("guided.tsv" if split == "train" else f"guided-{split}.tsv"),
+                          sources, fertilities)
+            print(f"[reproduce] aligner fertilities of {len(sources)} {split} sentences",
+                  flush=True)
     return FertilityData(out, tables / "guided.tsv")
 
 
