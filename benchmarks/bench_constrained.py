@@ -41,11 +41,12 @@ from pathlib import Path
 import torch
 from fairseq import options, tasks
 
+from sparse_attn_plugin.files import write_text_atomic
 from sparse_attn_plugin.normalizers import Softmax, Sparsemax
 from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
 from sparse_attn_plugin.pipeline import PLUGIN_DIR
 from sparse_attn_plugin.provenance import describe_machine, git_commit, provenance_header
-from sparse_attn_plugin.results_io import markdown_table, write_text_atomic
+from sparse_attn_plugin.results_io import markdown_table
 from sparse_attn_plugin.timing import (
     add_timing_args,
     generation_seconds,

@@ -15,7 +15,9 @@ import zlib
 from pathlib import Path
 from typing import Dict, List
 
-from .steps import PrepError, atomic_outputs, read_lines
+from sparse_attn_plugin.files import atomic_outputs, read_lines
+
+from .steps import PrepError
 
 TAR_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".tar.bz2", ".tbz2")
 _BROKEN = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, OSError)

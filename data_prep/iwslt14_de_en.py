@@ -14,10 +14,11 @@ BPE: 10k merges in fairseq's recipe, 14k in Zhao et al. (2019), 32k in Malaviya 
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+from sparse_attn_plugin.files import read_lines
+
 from .archive import extract
 from .download import Source
 from .recipe import Parts, Recipe, main
-from .steps import read_lines
 from .text import iwslt_train_text, segments
 
 ARCHIVE = "de-en.tgz"

@@ -1,8 +1,9 @@
 """IWSLT15 English-Vietnamese (TED talks), the Stanford NMT group's preprocessed release
 (Luong & Manning 2015): already Moses-tokenised, with the tokeniser's XML escapes
 (``&quot;``, ``&apos;``, ``&amp;``), in its original case (neither truecased nor
-lowercased), used as it is; tst2012 is the validation set and tst2013 the test set. The release is word-level (17k / 7.7k
-vocabularies), so the default is ``--subwords none``; BPE is one flag away.
+lowercased), used as it is; tst2012 is the validation set and tst2013 the test set.
+The release is word-level (17k / 7.7k vocabularies), so the default is
+``--subwords none``; BPE is one flag away.
 
     python -m data_prep.iwslt15_en_vi [--subwords subword_nmt --bpe-merges 8000]
 """
@@ -10,9 +11,10 @@ vocabularies), so the default is ``--subwords none``; BPE is one flag away.
 from pathlib import Path
 from typing import Dict
 
+from sparse_attn_plugin.files import read_lines
+
 from .download import Source
 from .recipe import Parts, Recipe, main
-from .steps import read_lines
 
 URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 FILES = {"train": "train", "valid": "tst2012", "test": "tst2013"}

@@ -40,11 +40,13 @@ import os
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from sparse_attn_plugin.command_line import CommandParser
+from sparse_attn_plugin.files import InputError, read_lines
+
 from . import text
-from .command_line import CommandParser
 from .download import checksum_of
 from .recipe import Parts, Recipe, build_parser, parse, run
-from .steps import PrepError, read_lines
+from .steps import PrepError
 
 PROG = "python -m data_prep.parallel"
 #: The defaults of what the command line does not decide.
@@ -53,23 +55,10 @@ DEFAULTS = Recipe(name="", title="your parallel text", src="", tgt="", sources=(
 
 
 def read_pair(prefix: str, src: str, tgt: str) -> Tuple[List[str], List[str]]:
-    """The lines of ``PREFIX.SRC`` and ``PREFIX.TGT``; PrepError naming the file when
-    one is missing, unreadable or empty, or naming both when their line counts differ."""
+    """The lines of ``PREFIX.SRC`` and ``PREFIX.TGT``; InputError naming the file when
+    one is missing, unreadable or empty, PrepError naming both when their line counts differ."""
     paths = [Path(f"{prefix}.{lang}") for lang in (src, tgt)]
-    sides = []
-    for path in paths:
-        try:
-            lines = read_lines(path)
-        except FileNotFoundError:
-            raise PrepError(f"{path}: no such file") from None
-        except UnicodeDecodeError as err:
-            raise PrepError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") \
-                from None
-        except OSError as err:
-            raise PrepError(f"{path}: {err.strerror}") from None
-        if not lines:
-            raise PrepError(f"{path}: empty")
-        sides.append(lines)
+    sides = [read_lines(path, nonempty=True) for path in paths]
     if len(sides[0]) != len(sides[1]):
         raise PrepError(f"{paths[0]} has {len(sides[0])} lines but {paths[1]} has "
                         f"{len(sides[1])}")
@@ -159,7 +148,7 @@ def main(argv=None) -> Path:
     recipe = recipe_of(args)
     try:
         parts = recipe.read({}, None)
-    except PrepError as err:
+    except (InputError, PrepError) as err:
         parser.fail(err)
     inputs = {f"{prefix}.{lang}": checksum_of(Path(f"{prefix}.{lang}"))
               for prefix in (args.train, args.valid, *args.test) for lang in (args.src, args.tgt)}

@@ -33,29 +33,36 @@ settings downloads nothing.
 
 import dataclasses
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import subwords, text
-from .binarize import fairseq_preprocess
-from .command_line import CommandParser
-from .download import RAW_DIR_ENV, Source, fetch, raw_dir_from
-from .steps import (
-    TMP_MARK,
-    PrepError,
+from sparse_attn_plugin.command_line import CommandParser
+from sparse_attn_plugin.errors import SparseAttnError
+from sparse_attn_plugin.evaluation.aligner import (
+    aligner_fertilities,
+    fertility_text,
+    guided_fertilities,
+    guided_text,
+    train_aligner,
+)
+from sparse_attn_plugin.files import (
     atomic_outputs,
+    atomic_path,
     read_lines,
     remove_leftovers,
-    run_step,
-    temporary,
+    remove_leftovers_of,
     write_lines,
+    write_text_atomic,
 )
+
+from . import subwords, text
+from .binarize import fairseq_preprocess
+from .download import RAW_DIR_ENV, Source, fetch, raw_dir_from
+from .steps import PrepError, run_step
 
 SPLITS = ("train", "valid", "test")
 #: The sink token ``--sink`` appends to every source sentence.
@@ -231,49 +238,32 @@ def segmented_splits(recipe: Recipe, tok: Path, model: Path, scheme: str, sink: 
 
 
 def write_fertilities(recipe: Recipe, folder: Path, sink: bool, tmps: List[Path]) -> None:
-    """Stage 4b: train ``sparse-attn-align`` (with its sink) on the training split and
-    write per-token fertilities of train and valid (``tmps[0:2]``) and the GUIDED table
-    (``tmps[2]``). With ``sink`` in the data, the sink's own count is the target tokens
-    the aligner links to nothing else: ``len(target) - sum(fertilities)``."""
-    align = [sys.executable, "-m", "sparse_attn_plugin.evaluation.align_cli"]
-    work = temporary(folder / "aligner")
-    work.mkdir(parents=True)
-    try:
-        texts = {}
-        for split in ("train", "valid"):
-            src = read_lines(folder / f"{split}.{recipe.src}")
-            if sink:
-                src = [line[: -len(SINK) - 1] for line in src]
-            texts[split] = (write_lines(work / f"{split}.src", src),
-                            folder / f"{split}.{recipe.tgt}")
-        _run([*align, "train", "--src", texts["train"][0], "--tgt", texts["train"][1],
-              "--out", work / "model", "--sink", "--quiet"])
-        for k, split in enumerate(("train", "valid")):
-            _run([*align, "fertility", "--model", work / "model", "--src", texts[split][0],
-                  "--tgt", texts[split][1], "--out-fert", tmps[k],
-                  "--out-guided", tmps[2] if split == "train" else work / "guided-valid.tsv"])
-            if sink:
-                counts = [line.split() for line in read_lines(tmps[k])]
-                targets = read_lines(texts[split][1])
-                write_lines(tmps[k], [" ".join(c + [str(max(0, len(t.split()) - sum(
-                    map(int, c))))]) for c, t in zip(counts, targets)])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _run(cmd: List) -> None:
-    proc = subprocess.run([str(c) for c in cmd], check=False, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
-        raise PrepError(f"sparse-attn-align {cmd[3]} failed: {lines[-1]}")
+    """Stage 4b: train the word aligner (:mod:`sparse_attn_plugin.evaluation.aligner`,
+    with its own sink) on the training split and write per-token fertilities of train
+    and valid (``tmps[0:2]``) and the GUIDED table of the training split (``tmps[2]``).
+    With ``sink`` in the data, the sink's own count is the target tokens the aligner
+    links to nothing else: ``len(target) - sum(fertilities)``."""
+    text = {}
+    for split in ("train", "valid"):
+        src = read_lines(folder / f"{split}.{recipe.src}")
+        text[split] = ([line[: -len(SINK) - 1] for line in src] if sink else src,
+                       read_lines(folder / f"{split}.{recipe.tgt}"))
+    aligner = train_aligner(*text["train"], sink=True)
+    for k, split in enumerate(("train", "valid")):
+        sources, targets = text[split]
+        counts = aligner_fertilities(aligner, sources, targets)
+        if sink:
+            counts = [c + [max(0, len(t.split()) - sum(c))] for c, t in zip(counts, targets)]
+        write_text_atomic(tmps[k], fertility_text(counts))
+        if split == "train":  # the table of the words, without the data's sink
+            write_text_atomic(tmps[2], guided_text(guided_fertilities(
+                sources, [c[:len(s.split())] for c, s in zip(counts, sources)])))
 
 
 def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> None:
     """Stage 5: ``DEST/NAME`` built under a temporary name, renamed when complete."""
-    building = temporary(dest)
-    for leftover in dest.parent.glob(f"{dest.name}{TMP_MARK}*"):  # from a killed run
-        shutil.rmtree(leftover, ignore_errors=True)
-    try:
+    remove_leftovers_of(dest)
+    with atomic_path(dest) as building:
         fairseq_preprocess(sub, recipe.src, recipe.tgt, building, recipe.splits,
                            joined=args.joined_dictionary, workers=args.workers)
         model = subwords.MODEL_FILE[args.subwords]
@@ -292,9 +282,6 @@ def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> Non
         if recipe.test_names:
             prepared["test_sets"] = dict(zip(recipe.splits[2:], recipe.test_names))
         (building / "PREPARED.json").write_text(json.dumps(prepared, indent=1) + "\n")
-        os.replace(building, dest)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
 
 
 # -- the pipeline -------------------------------------------------------------------------------
@@ -523,7 +510,7 @@ def run(recipe: Recipe, args, parser: CommandParser) -> Path:
     """:func:`prepare`, its errors reported in one line by ``parser``."""
     try:
         return prepare(recipe, args)
-    except PrepError as err:
+    except SparseAttnError as err:  # PrepError, unreadable text, an aligner that fails
         parser.fail(err)
 
 

@@ -40,13 +40,14 @@ import inspect
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
+from sparse_attn_plugin.command_line import CommandParser
+from sparse_attn_plugin.files import atomic_path, write_lines
+
 from .binarize import fairseq_preprocess
-from .command_line import CommandParser
 
 SPLITS = ("train", "valid", "test")
 SUFFIXES = ("src", "tgt", "align", "fert")
@@ -150,22 +151,6 @@ def _pair_lines(lexicon, src):
             "fert": " ".join(str(lexicon.fertility[w]) for w in src)}
 
 
-def _atomic_write(path, lines):
-    """Write ``lines`` to a temporary file beside ``path``, then rename it."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path),
-                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line + "\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes it private
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def write_corpus(out_dir, seed=1, train=20000, valid=1000, test=1000,
                  min_len=3, max_len=40, src_vocab=300, tgt_vocab=300):
     """Write the corpus to ``out_dir`` unless already there; return its manifest."""
@@ -191,13 +176,13 @@ def write_corpus(out_dir, seed=1, train=20000, valid=1000, test=1000,
         rows = [_pair_lines(lexicon, src)
                 for src in _sentences(lexicon, rng, params[split], min_len, max_len)]
         for suffix in SUFFIXES:
-            _atomic_write(os.path.join(out_dir, f"{split}.{suffix}"),
-                          (row[suffix] for row in rows))
+            write_lines(os.path.join(out_dir, f"{split}.{suffix}"),
+                        (row[suffix] for row in rows))
         counts[split] = {"pairs": len(rows),
                          "src_tokens": sum(len(r["src"].split()) for r in rows),
                          "tgt_tokens": sum(len(r["tgt"].split()) for r in rows)}
     manifest = {"params": params, "splits": counts}
-    _atomic_write(manifest_path, [json.dumps(manifest, indent=1, sort_keys=True)])
+    write_lines(manifest_path, [json.dumps(manifest, indent=1, sort_keys=True)])
     return manifest
 
 
@@ -213,11 +198,7 @@ def binarize(raw_dir, dest_dir, workers=1):
     if (os.path.exists(raw_manifest) and os.path.exists(dest_manifest)
             and filecmp.cmp(raw_manifest, dest_manifest, shallow=False)):
         return dest_dir
-    parent = os.path.dirname(os.path.abspath(dest_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(dest_dir)}.",
-                           suffix=".tmp")
-    try:
+    with atomic_path(dest_dir) as tmp:  # replaces an older dest_dir once complete
         fairseq_preprocess(raw_dir, "src", "tgt", tmp, SPLITS, workers=workers)
         # Gold alignments as they are; gold fertilities where --task sparse_translation
         # looks for them.
@@ -227,13 +208,6 @@ def binarize(raw_dir, dest_dir, workers=1):
             copies["MANIFEST.json"] = "MANIFEST.json"
         for name, dest in copies.items():
             shutil.copyfile(os.path.join(raw_dir, name), os.path.join(tmp, dest))
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private
-        if os.path.exists(dest_dir):
-            shutil.rmtree(dest_dir)
-        os.rename(tmp, dest_dir)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
     return dest_dir
 
 

@@ -15,7 +15,7 @@ from typing import List, Sequence
 import torch
 
 from .errors import SparseAttnError
-from .results_io import atomic_path
+from .files import atomic_path
 
 #: fairseq's names: ``checkpointE.pt`` at the end of epoch E, ``checkpoint_E_U.pt``
 #: after update U within epoch E (``--save-interval-updates``); one save writes one of them.

@@ -24,15 +24,14 @@ import sys
 import time
 from pathlib import Path
 
-from data_prep.command_line import CommandParser
-
+from .command_line import CommandParser
 from .comparison.corpus import REMOVE_BPE, CorpusError, open_corpus, synthetic_corpus
 from .comparison.models import ARCHITECTURES, title
 from .comparison.report import figures, render
 from .comparison.run import Schedule, run_row
 from .comparison.scorers import Scorers
+from .files import write_json_atomic, write_text_atomic
 from .provenance import REPO_ROOT
-from .results_io import write_json_atomic, write_text_atomic
 
 #: The stopping rule without ``--data`` (the demo's synthetic corpus: about 240 updates
 #: an epoch at 8 updates/s on 2 CPU cores; softmax's validation loss flattens after

@@ -9,13 +9,13 @@ turn them into one line and exit status 1: ours through
 
 The domains: :class:`SettingsError` (model and task flags, here); fertility files
 (``modules.fertility.FertilityError``); constrained bounds
-(``normalizers.constrained.InfeasibleBounds``); metric inputs
-(``evaluation.text.InputError``); the word aligner (``evaluation.aligner.AlignerError``);
-checkpoints to average (``checkpoint_averaging.AveragingError``); analysis inputs
-(``analysis.cli.AnalysisError``); comparison corpora (``comparison.corpus.CorpusError``);
+(``normalizers.constrained.InfeasibleBounds``); the word aligner
+(``evaluation.aligner.AlignerError``); checkpoints to average
+(``checkpoint_averaging.AveragingError``); analysis inputs (``analysis.cli.AnalysisError``);
+comparison corpora (``comparison.corpus.CorpusError``);
 reproduction configs and batches (``reproduction.config.ConfigError``,
-``reproduction.batch.BatchError``). ``data_prep`` has its own ``PrepError`` (it imports
-nothing of the plugin).
+``reproduction.batch.BatchError``); unreadable text files (``files.InputError``);
+corpus preparation (``data_prep.steps.PrepError``: ``data_prep`` builds on the plugin).
 """
 
 import sys

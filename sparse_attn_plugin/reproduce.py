@@ -29,16 +29,17 @@ from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from data_prep.command_line import CommandParser
 from data_prep.synthetic import binarize, write_corpus
 
 from . import pipeline
 from .checkpoint_averaging import AveragingError, average_last
+from .command_line import CommandParser
 from .evaluation import Meteor, corpus_bleu, corpus_rep
 from .evaluation.aligner import Aligner
 from .evaluation.cli import PROGRESS_MIN
 from .evaluation.drop import corpus_drop
 from .evaluation.meteor import JAVA_MISSING, find_meteor_jar
+from .files import write_json_atomic, write_text_atomic
 from .pipeline import device_flags
 from .provenance import REPO_ROOT
 from .reproduction.batch import BatchError, keep_batch
@@ -69,7 +70,6 @@ from .reproduction.fertility_data import (
 )
 from .reproduction.report import render, render_tables
 from .reproduction.selection import best, choose_window
-from .results_io import write_json_atomic, write_text_atomic
 
 SMOKE_CORPUS = {"train": 20000, "valid": 500, "test": 1000}
 

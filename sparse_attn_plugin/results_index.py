@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from data_prep.command_line import CommandParser
-
+from .command_line import CommandParser
 from .comparison.published import published_rows
 from .comparison.report import stopped_cell
+from .files import write_text_atomic
 from .provenance import REPO_ROOT, provenance_header
 from .reproduction.config import (
     DEFAULT_METRICS,
@@ -31,7 +31,7 @@ from .reproduction.config import (
     run_settings,
 )
 from .reproduction.report import row_comparisons
-from .results_io import markdown_table, write_text_atomic
+from .results_io import markdown_table
 
 _HEADER_LINE = re.compile(r"^- (command|commit|machine|date): (.*)$")
 SHOWN = {"BLEU": "BLEU", "METEOR": "METEOR", "REP": "REP", "DROP": "DROP",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import iwslt14_de_en, multi30k_de_en, recipe, steps, subwords, text
+from data_prep import iwslt14_de_en, multi30k_de_en, recipe, subwords, text
+from sparse_attn_plugin import files
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 needs_realdata = pytest.mark.skipif(
@@ -39,7 +40,7 @@ def iwslt14_test():
 def test_iwslt14_test_set_is_fairseqs_line_for_line(iwslt14_test, lang):
     """fairseq's ``prepare-iwslt14.sh``: tokenizer.perl, then lowercase.perl (``u.s.a .``
     with the line's last period split off; U+200C kept as a token)."""
-    assert_same_lines(iwslt14_test[lang], steps.read_lines(FAIRSEQ / "tmp" / f"test.{lang}"),
+    assert_same_lines(iwslt14_test[lang], files.read_lines(FAIRSEQ / "tmp" / f"test.{lang}"),
                       f"tmp/test.{lang}")
 
 
@@ -47,7 +48,7 @@ def test_iwslt14_test_set_is_fairseqs_line_for_line(iwslt14_test, lang):
 @pytest.mark.parametrize("lang", ["de", "en"])
 def test_iwslt14_test_set_after_fairseqs_bpe_codes(iwslt14_test, lang):
     got = subwords.apply("subword_nmt", FAIRSEQ / "code", iwslt14_test[lang])
-    assert_same_lines(got, steps.read_lines(FAIRSEQ / f"test.{lang}"), f"test.{lang}")
+    assert_same_lines(got, files.read_lines(FAIRSEQ / f"test.{lang}"), f"test.{lang}")
 
 
 MULTI30K_SPLITS = ["train", "val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
@@ -63,7 +64,7 @@ def test_multi30k_tokenised_files_line_for_line(split, lang):
     period moved behind the closing quote, a lone ``’`` made ``"``)."""
     raw = read_gz(MULTI30K / "raw" / f"{split}.{lang}.gz")
     got = recipe.normalise(multi30k_de_en.RECIPE, raw, lang)
-    assert_same_lines(got, steps.read_lines(MULTI30K / "tok" / f"{split}.lc.norm.tok.{lang}"),
+    assert_same_lines(got, files.read_lines(MULTI30K / "tok" / f"{split}.lc.norm.tok.{lang}"),
                       f"multi30k/tok/{split}.{lang}")
 
 
@@ -93,4 +94,4 @@ def test_tokenisation_and_lowercasing_as_the_perl_scripts():
 def read_gz(path):
     """The lines of one of Multi30k's published ``.gz`` files."""
     with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-        return steps.split_lines(f.read())
+        return files.split_lines(f.read())

@@ -15,7 +15,7 @@ import pytest
 from test_data_prep import load_split
 from test_moses_parity import REALDATA, assert_same_lines, needs_realdata, read_gz
 
-from data_prep.steps import read_lines, write_lines
+from sparse_attn_plugin.files import read_lines, write_lines
 
 REPO = Path(__file__).resolve().parents[1]
 MULTI30K = REALDATA / "multi30k"

@@ -16,7 +16,7 @@ from test_data_prep import load_split
 from test_moses_parity import REALDATA, needs_realdata
 
 from data_prep.download import checksum_of
-from data_prep.steps import read_lines
+from sparse_attn_plugin.files import read_lines
 
 REPO = Path(__file__).resolve().parents[1]
 PROG = "python -m data_prep.parallel"
@@ -147,10 +147,10 @@ def bad(tmp_path, corpus, case):
                                                  f"{corpus['talks']}.en has 3")
     if case == "empty file":
         Path(f"{corpus['news']}.en").write_text("", encoding="utf-8")
-        return splits(corpus, "news"), f"{corpus['news']}.en: empty"
+        return splits(corpus, "news"), f"{corpus['news']}.en: file is empty"
     if case == "not UTF-8":
         Path(f"{corpus['train']}.de").write_bytes("Schön.\n".encode("latin-1"))
-        return splits(corpus, "news"), f"{corpus['train']}.de: not UTF-8 text"
+        return splits(corpus, "news"), f"{corpus['train']}.de: line 1 is not UTF-8"
     if case == "same languages":
         return [*splits(corpus, "news"), "--src", "en", "--tgt", "en"], \
             "--src and --tgt are both 'en'"

@@ -23,12 +23,12 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
-from data_prep.command_line import CommandParser
-
 from ..checkpoint_averaging import saved_checkpoints
+from ..command_line import CommandParser
 from ..errors import SparseAttnError
+from ..files import write_text_atomic
 from ..normalizers import SITES, EntmaxAlpha
-from ..results_io import markdown_table, write_text_atomic
+from ..results_io import markdown_table
 from . import plots
 from .attention_stats import head_statistics, layer_of, reads_attention, site_of
 

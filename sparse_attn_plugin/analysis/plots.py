@@ -8,8 +8,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from torch import Tensor
 
+from ..files import atomic_path
 from ..normalizers import SITES
-from ..results_io import atomic_path
 
 SITE_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
                "decoder_cross": "context attention"}

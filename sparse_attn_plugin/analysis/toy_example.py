@@ -22,11 +22,11 @@ from typing import Dict, List, Optional
 
 import torch
 
-from data_prep.command_line import CommandParser
-
+from ..command_line import CommandParser
+from ..files import write_json_atomic, write_text_atomic
 from ..normalizers import CONSTRAINED, build_normalizer
 from ..provenance import REPO_ROOT, provenance_header
-from ..results_io import markdown_table, write_json_atomic, write_text_atomic
+from ..results_io import markdown_table
 
 #: The paper's step scores, one row per decoder step, one column per source word.
 SCORES = ((1.2, 0.8, -0.2), (0.7, 0.9, 0.1), (-0.2, 0.2, 0.9))

@@ -24,11 +24,10 @@ from typing import List, Optional
 from .. import pipeline
 from ..evaluation import corpus_bleu, corpus_rep, read_generate_output
 from ..evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
-from ..evaluation.text import read_lines
+from ..files import read_lines, write_json_atomic
 from ..normalizers import SITES
 from ..pipeline import device_flags
 from ..provenance import describe_machine
-from ..results_io import write_json_atomic
 from .corpus import Corpus, drop_sink
 from .models import Architecture
 

@@ -24,9 +24,8 @@ import time
 import warnings
 from pathlib import Path
 
-from data_prep.command_line import CommandParser
-
-from ..results_io import write_text_atomic
+from ..command_line import CommandParser
+from ..files import InputError, read_lines, write_text_atomic
 from .aligner import (
     DEFAULT_SYMMETRIZATION,
     FERTILITY_SYMMETRIZATION,
@@ -41,14 +40,13 @@ from .aligner import (
     guided_text,
     train_aligner,
 )
-from .text import InputError, read_lines
 
 PROG = "sparse-attn-align"
 
 
 def read_parallel(src_path, tgt_path):
     """Lines of two files that must have as many lines as each other."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    src, tgt = read_lines(src_path, nonempty=True), read_lines(tgt_path, nonempty=True)
     if len(src) != len(tgt):
         raise InputError(f"line counts differ: {src_path} has {len(src)} lines, "
                          f"{tgt_path} has {len(tgt)}")

@@ -38,7 +38,7 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple, Union
 import numpy as np
 
 from ..errors import SparseAttnError
-from ..results_io import write_json_atomic
+from ..files import write_json_atomic
 
 SINK = "<SINK>"
 SYMMETRIZATIONS = ("grow-diag-final-and", "intersection", "union", "forward", "reverse")

@@ -14,16 +14,15 @@ import json
 import sys
 from pathlib import Path
 
-from data_prep.command_line import CommandParser
-
-from ..results_io import write_text_atomic
+from ..command_line import CommandParser
+from ..files import InputError, read_lines, write_text_atomic
 from .aligner import DEFAULT_SYMMETRIZATION, MANIFEST, SYMMETRIZATIONS, Aligner
 from .bleu import corpus_bleu
 from .drop import corpus_drop
 from .generate_output import read_generate_output
 from .meteor import Meteor
 from .rep import corpus_rep
-from .text import InputError, read_lines, remove_bpe
+from .text import remove_bpe
 
 METRICS = ("bleu", "meteor", "rep", "drop")
 PROGRESS_MIN = 2000  # sentences from which METEOR and DROP show progress bars
@@ -32,14 +31,14 @@ PROGRESS_MIN = 2000  # sentences from which METEOR and DROP show progress bars
 def load_inputs(args):
     """(hypotheses, references, sources or None), de-BPE'd, equal in length."""
     if args.generate_output:
-        out = read_generate_output(read_lines(args.generate_output))
+        out = read_generate_output(read_lines(args.generate_output, nonempty=True))
         hyps, refs, srcs = out.hypotheses, out.references, out.sources
         named = {"hypotheses (H)": hyps, "references (T)": refs}
     else:
         if not (args.hyp and args.ref):
             raise InputError("give --hyp and --ref, or --generate-output")
-        hyps, refs = read_lines(args.hyp), read_lines(args.ref)
-        srcs = read_lines(args.src) if args.src else None
+        hyps, refs = read_lines(args.hyp, nonempty=True), read_lines(args.ref, nonempty=True)
+        srcs = read_lines(args.src, nonempty=True) if args.src else None
         named = {str(args.hyp): hyps, str(args.ref): refs}
         if srcs is not None:
             named[str(args.src)] = srcs

@@ -1,36 +1,8 @@
-"""Reading evaluation inputs: whole files checked up front, BPE removed as fairseq does."""
+"""Evaluation text: subword segmentation removed as fairseq removes it."""
 
-from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-from data_prep.steps import split_lines
-
-from ..errors import SparseAttnError
-
-
-class InputError(SparseAttnError, ValueError):
-    """Bad evaluation input; the message is one line naming the file."""
-
-
-def read_lines(path) -> List[str]:
-    """The lines of a UTF-8 text file (without newlines; a leading byte-order mark
-    dropped); one-line errors for a missing, unreadable, non-UTF-8 or empty file. Only
-    newlines end a line, as fairseq and sacreBLEU read files: ``str.splitlines`` would also
-    cut at U+2028, U+0085 or a form feed inside a sentence and misalign every line after
-    it (:func:`data_prep.steps.split_lines`)."""
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except UnicodeDecodeError as err:
-        line = err.object.count(b"\n", 0, err.start) + 1
-        raise InputError(f"{path}: line {line} is not UTF-8 ({err.reason})") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror})") from None
-    if not text.strip():
-        raise InputError(f"{path}: file is empty")
-    return split_lines(text)
+from ..files import InputError
 
 
 def remove_bpe(line: str, scheme: Optional[str]) -> str:

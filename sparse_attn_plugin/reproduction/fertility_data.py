@@ -17,7 +17,7 @@ from ..evaluation.aligner import (
     guided_text,
     train_aligner,
 )
-from ..results_io import write_text_atomic
+from ..files import write_text_atomic
 from .config import slug
 
 #: Splits that get the aligner's fertility files (training, and validation loss).

@@ -4,8 +4,7 @@ first and exits 2). A successful run exits 0: a ``main`` that a console script r
 returns None or an exit status, never a result.
 
 Every command of ``sparse_attn_plugin`` and ``data_prep`` builds its parser from
-:class:`CommandParser`; it lives here because ``data_prep`` imports nothing of the plugin
-(the plugin may import ``data_prep``).
+:class:`CommandParser` (``data_prep`` builds on the plugin, never the other way round).
 """
 
 import argparse

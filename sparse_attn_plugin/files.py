@@ -1,0 +1,139 @@
+"""Files the project reads and writes, one implementation each: text read line by line as
+fairseq, sacreBLEU and Moses read it, and every output written all-or-nothing.
+
+An output is written under a temporary name beside its destination
+(``NAME.tmp-PID``) and renamed into place only when complete (a rename within a folder
+is atomic): an interrupted run never leaves half a file, or half a folder, under a real
+name, and what was there before stays until the new one is whole.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable, Iterator, List, Sequence
+
+from .errors import SparseAttnError
+
+#: Marks the temporary names (``train.de.tmp-1234``: the writing process's id), so that
+#: the leftovers of a killed run can be found and removed.
+TMP_MARK = ".tmp-"
+
+
+class InputError(SparseAttnError, ValueError):
+    """A text file that cannot be read; the message is one line naming it."""
+
+
+def temporary(path) -> Path:
+    """The temporary name under which ``path`` is written."""
+    path = Path(path)
+    return path.with_name(f"{path.name}{TMP_MARK}{os.getpid()}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def remove_leftovers(folder) -> None:
+    """Delete the temporary files and folders a killed run left under ``folder``."""
+    for path in sorted(Path(folder).rglob(f"*{TMP_MARK}*")):
+        _remove(path)
+
+
+def remove_leftovers_of(path) -> None:
+    """Delete what a killed run left while writing ``path`` (its temporary names)."""
+    path = Path(path)
+    for leftover in path.parent.glob(f"{path.name}{TMP_MARK}*"):
+        _remove(leftover)
+
+
+@contextlib.contextmanager
+def atomic_outputs(paths: Sequence) -> Iterator[List[Path]]:
+    """Yield temporary names for ``paths`` (files or folders the block creates); rename
+    them all into place, replacing what was there, if the block finishes; remove them if
+    it raises. Parent folders are created."""
+    paths = [Path(p) for p in paths]
+    tmps = [temporary(p) for p in paths]
+    for tmp in tmps:
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        _remove(tmp)  # a leftover of a process that had this id
+    try:
+        yield tmps
+    except BaseException:
+        for tmp in tmps:
+            _remove(tmp)
+        raise
+    missing = [str(path) for tmp, path in zip(tmps, paths) if not tmp.exists()]
+    if missing:
+        raise RuntimeError(f"{', '.join(missing)}: not written by the block meant to write it")
+    for tmp, path in zip(tmps, paths):
+        if tmp.is_dir() and path.is_dir():  # a folder cannot be renamed over another
+            old = temporary(path.with_name(path.name + ".old"))
+            os.replace(path, old)
+            os.replace(tmp, path)
+            _remove(old)
+        else:
+            os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[Path]:
+    """:func:`atomic_outputs` for one file or folder."""
+    with atomic_outputs([path]) as (tmp,):
+        yield tmp
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` all-or-nothing."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json_atomic(path, data) -> Path:
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_lines(path, lines: Iterable[str]) -> Path:
+    """Write ``lines`` (without their newlines) to ``path`` all-or-nothing."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(line + "\n")
+    return Path(path)
+
+
+def split_lines(text: str) -> List[str]:
+    r"""``text`` cut at its newlines (``\n``, or ``\r\n``) only, as Moses' scripts, fairseq
+    and sacreBLEU read a file: ``str.splitlines`` would also cut at U+2028, U+0085, form
+    feeds and ``\x1c``-``\x1e``, which real corpora hold inside sentences, and misalign
+    every line after them."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_lines(path, nonempty: bool = False) -> List[str]:
+    """The lines of a UTF-8 text file without their newlines (:func:`split_lines`; a
+    leading byte-order mark is not text and is dropped: Stanford's IWSLT15 tst2013 files
+    start with one). :class:`InputError` naming the file when it is missing, unreadable
+    or not UTF-8 (with the line), or, with ``nonempty``, holds no text."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except UnicodeDecodeError as err:
+        line = err.object.count(b"\n", 0, err.start) + 1
+        raise InputError(f"{path}: line {line} is not UTF-8 ({err.reason})") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    if nonempty and not text.strip():
+        raise InputError(f"{path}: file is empty")
+    return split_lines(text)
