@@ -39,11 +39,16 @@ def one_line_errors_at_fairseq_cli() -> None:
         return
 
     def hook(kind, error, traceback):
-        if issubclass(kind, SparseAttnError):
-            lines = str(error).strip().splitlines()
-            print(f"error: {lines[0] if lines else kind.__name__}", file=sys.stderr)
-        else:
+        if not issubclass(kind, SparseAttnError):
             previous(kind, error, traceback)
+            return
+        lines = str(error).strip().splitlines()
+        print(f"error: {lines[0] if lines else kind.__name__}", file=sys.stderr)
+        # Let go of the failed frames now, as a SystemExit would: kept until interpreter
+        # shutdown (Python holds them in sys.last_traceback), they destroy fairseq's
+        # worker threads out of order and the C++ runtime aborts after our line.
+        error.__traceback__ = None
+        sys.last_traceback = getattr(sys, "last_exc", error).__traceback__ = None
 
     hook.sparse_attn_one_line = True
     sys.excepthook = hook
