@@ -71,14 +71,18 @@ def atomic_outputs(paths: Sequence) -> Iterator[List[Path]]:
     missing = [str(path) for tmp, path in zip(tmps, paths) if not tmp.exists()]
     if missing:
         raise RuntimeError(f"{', '.join(missing)}: not written by the block meant to write it")
-    for tmp, path in zip(tmps, paths):
-        if tmp.is_dir() and path.is_dir():  # a folder cannot be renamed over another
-            old = temporary(path.with_name(path.name + ".old"))
-            os.replace(path, old)
-            os.replace(tmp, path)
-            _remove(old)
-        else:
-            os.replace(tmp, path)
+    try:
+        for tmp, path in zip(tmps, paths):
+            if tmp.is_dir() and path.is_dir():  # a folder cannot be renamed over another
+                old = temporary(path.with_name(path.name + ".old"))
+                os.replace(path, old)
+                os.replace(tmp, path)
+                _remove(old)
+            else:
+                os.replace(tmp, path)
+    finally:  # a rename that failed leaves no temporary behind
+        for tmp in tmps:
+            _remove(tmp)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import pytest
 
 from data_prep import synthetic
 from data_prep.synthetic import binarize, build_lexicon, main, write_corpus
+from sparse_attn_plugin import files
 
 SIZES = {"train": 300, "valid": 50, "test": 50}
 FILES = [f"{s}.{x}" for s in synthetic.SPLITS for x in synthetic.SUFFIXES]
@@ -144,13 +145,13 @@ def _fail_on_replace(monkeypatch):
         if next(calls) == 5:  # train's four files and valid.src are complete
             raise OSError(errno.EIO, "simulated failure")
         return real(src, dst)
-    monkeypatch.setattr(synthetic.os, "replace", replace)
+    monkeypatch.setattr(files.os, "replace", replace)
 
 
 def _fail_mid_file(monkeypatch):
-    calls, real = itertools.count(), os.fdopen
+    calls, real = itertools.count(), open
 
-    def fdopen(*args, **kwargs):
+    def opener(*args, **kwargs):
         f = real(*args, **kwargs)
         write = f.write
 
@@ -160,7 +161,7 @@ def _fail_mid_file(monkeypatch):
             return write(text)
         f.write = failing_write
         return f
-    monkeypatch.setattr(synthetic.os, "fdopen", fdopen)
+    monkeypatch.setattr(files, "open", opener, raising=False)  # the writer's open()
 
 
 @pytest.mark.parametrize("fail, complete", [(_fail_on_replace, 5), (_fail_mid_file, 4)])
