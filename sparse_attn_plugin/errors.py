@@ -3,7 +3,7 @@ message is one line saying what is wrong and where.
 
 Libraries raise them and a Python caller catches them like any exception. Command lines
 turn them into one line and exit status 1: ours through
-:class:`data_prep.command_line.CommandParser`, fairseq's (``fairseq-train``,
+:class:`sparse_attn_plugin.command_line.CommandParser`, fairseq's (``fairseq-train``,
 ``fairseq-generate``, ... with ``--user-dir sparse_attn_plugin``) through the hook
 :func:`one_line_errors_at_fairseq_cli` installs when such a command loads the plugin.
 
