@@ -27,9 +27,6 @@ and get no links when aligned. A saved model also keeps a copy of its training t
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -38,7 +35,7 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple, Union
 import numpy as np
 
 from ..errors import SparseAttnError
-from ..files import write_json_atomic
+from ..files import atomic_path, write_json_atomic
 
 SINK = "<SINK>"
 SYMMETRIZATIONS = ("grow-diag-final-and", "intersection", "union", "forward", "reverse")
@@ -200,26 +197,12 @@ class Aligner:
         non-empty directory is refused."""
         directory = Path(directory)
         check_model_destination(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.",
-                                    suffix=".tmp"))
-        try:
+        with atomic_path(directory) as tmp:
+            tmp.mkdir()
             for prefix, model in zip(_PREFIXES, (self._direct, self._inverse)):
                 if not model.print(str(tmp / prefix)):
                     raise AlignerError(f"{directory}: sil-thot could not write the model")
-            os.chmod(write_json_atomic(tmp / MANIFEST, self.manifest), 0o644)
-            os.chmod(tmp, 0o755)  # mkdtemp makes it private
-            if directory.exists():
-                old = Path(tempfile.mkdtemp(dir=directory.parent,
-                                            prefix=f".{directory.name}.", suffix=".old"))
-                os.rename(directory, old / "model")
-                os.rename(tmp, directory)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(tmp, directory)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            write_json_atomic(tmp / MANIFEST, self.manifest)
         return directory
 
     @classmethod
