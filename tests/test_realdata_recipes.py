@@ -133,11 +133,11 @@ def test_iwslt14_test_set_is_fairseqs_five_sets_in_order():
             start += count
 
 
-def through_text_stage(corpus, files):
+def through_text_stage(corpus, names):
     """``{file: (raw lines, the recipe's text stage of them)}``, the language the
     file's suffix."""
     out = {}
-    for name in files:
+    for name in names:
         lines = files.read_lines(REALDATA / name)
         out[name] = (lines, recipe.normalise(corpus.RECIPE, lines, name.rsplit(".", 1)[1]))
     return out
