@@ -216,6 +216,26 @@ def test_coverage_vector_scores_match_a_direct_computation(synthetic_bin, form):
     assert seen[-1][1].abs().sum() > 0                              # coverage took part
 
 
+def test_lstm_starts_as_opennmts_param_init(synthetic_bin):
+    """Every weight of the translation model uniform in +-0.1 (OpenNMT's ``-param_init``,
+    the paper's models), embeddings' padding rows zero, biases included; the paper-form
+    coverage vector starts at 0. PyTorch's defaults (LSTM bias bound 1/sqrt(H), Kaiming
+    linear maps) are not what the paper trained with."""
+    task, model = lstm(synthetic_bin, *CONSTRAINED, "--coverage-vector",
+                       "--decoder-hidden-size", "40", "--encoder-hidden-size", "40")
+    translation = {name: p for name, p in model.named_parameters()
+                   if not name.startswith("encoder.fertility")}
+    for name, param in translation.items():
+        assert param.abs().max() <= 0.1, name
+    spread = {name: p for name, p in translation.items() if p.numel() > 100}
+    assert all(p.abs().max() > 0.09 for p in spread.values()), "not uniform in +-0.1"
+    assert spread.keys() >= {"decoder.output_projection.bias", "decoder.layers.0.bias_hh"}
+    for embed, dictionary in ((model.encoder.embed_tokens, task.source_dictionary),
+                              (model.decoder.embed_tokens, task.target_dictionary)):
+        assert embed.weight[dictionary.pad()].eq(0).all()
+    assert model.decoder.coverage_weight.eq(0).all()
+
+
 # --- fertilities from data and the predictor --------------------------------------------
 
 def test_the_task_batches_each_sentences_own_fertilities(synthetic_bin):
