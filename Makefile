@@ -45,7 +45,7 @@ test: install
 	$(BIN)/python -m pytest -q tests
 
 demo: install
-	$(BIN)/python -m sparse_attn_plugin.compare --out results/demo
+	$(BIN)/sparse-attn-compare --out results/demo
 
 bench: install
 	$(BIN)/python benchmarks/bench_normalizers.py --profile --out results/bench

@@ -43,6 +43,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.evaluation.aligner import (
+    SINK,
     aligner_fertilities,
     fertility_text,
     guided_fertilities,
@@ -65,8 +66,6 @@ from .download import RAW_DIR_ENV, Source, fetch, raw_dir_from
 from .steps import PrepError, run_step
 
 SPLITS = ("train", "valid", "test")
-#: The sink token ``--sink`` appends to every source sentence.
-SINK = "<SINK>"
 #: The corpus as text: ``{part: (source lines, target lines)}``.
 Parts = Dict[str, Tuple[List[str], List[str]]]
 

@@ -15,4 +15,4 @@
 # (README.md and one file per table for the full run; smoke.md and smoke/ for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.reproduce configs/correia2019_adaptively_sparse.json "$@"
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce configs/correia2019_adaptively_sparse.json "$@"

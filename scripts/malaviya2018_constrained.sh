@@ -11,8 +11,8 @@
 #
 # Settings: configs/malaviya2018_constrained.json. Results: results/constrained/
 # (README.md for the full run, smoke.md for --smoke). The toy example of the paper's
-# Figure 1: python -m sparse_attn_plugin.analysis.toy_example --out results/constrained
+# Figure 1: sparse-attn-toy-example --out results/constrained
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.reproduce \
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce \
     configs/malaviya2018_constrained.json "$@"

@@ -21,6 +21,6 @@ if [[ ! -f data-bin/multi30k_de_en/PREPARED.json ]]; then
        "(python -m data_prep.multi30k_de_en)" >&2
   exit 1
 fi
-"$PYTHON" -m sparse_attn_plugin.compare --data data-bin/multi30k_de_en --rows "$ROWS" \
+"$PYTHON" -m sparse_attn_plugin.experiments.compare --data data-bin/multi30k_de_en --rows "$ROWS" \
   --max-updates 12000 --minutes-per-row 240 \
   --work-dir .work/compare/multi30k_de_en_convergence --out results/multi30k_convergence

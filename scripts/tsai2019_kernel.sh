@@ -14,4 +14,4 @@
 # run, smoke.md for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.reproduce configs/tsai2019_kernel.json "$@"
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce configs/tsai2019_kernel.json "$@"

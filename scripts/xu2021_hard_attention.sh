@@ -13,5 +13,5 @@
 # (README.md for the full run, smoke.md for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.reproduce \
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce \
     configs/xu2021_hard_attention.json "$@"

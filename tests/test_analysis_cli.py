@@ -9,6 +9,8 @@ from test_constrained_cli import STRATEGY, fairseq_train
 from test_fairseq_cli import train
 
 from sparse_attn_plugin.analysis import cli
+from sparse_attn_plugin.analysis.teacher_forced import sentence_attention
+from sparse_attn_plugin.checkpoints import load_model
 from sparse_attn_plugin.normalizers import EntmaxAlpha
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -67,8 +69,8 @@ def test_maps_put_two_models_side_by_side(alpha_run, synthetic_bin, tmp_path):
 
 
 def test_one_sentence_attention_is_a_distribution_per_query(alpha_run, synthetic_bin):
-    model, task = cli.load(alpha_run / "checkpoint_last.pt", synthetic_bin)
-    weights, queries, keys, layer = cli.sentence_attention(model, task, "valid", 0,
+    model, task = load_model(alpha_run / "checkpoint_last.pt", synthetic_bin)
+    weights, queries, keys, layer = sentence_attention(model, task, "valid", 0,
                                                            "encoder_self", -1, "1")
     assert weights.shape == (len(queries), len(keys)) and queries == keys and layer == 1
     torch.testing.assert_close(weights.sum(-1), torch.ones(len(queries)))
@@ -84,8 +86,8 @@ def test_an_lstm_has_one_cross_attention_head_read_step_by_step(synthetic_bin, t
     assert [(r["site"], r["layer"], r["head"], r["alpha"]) for r in rows] == [
         ("decoder_cross", "0", "0", "")]
     assert 0 < float(rows[0]["zero_fraction"]) < 1
-    model, task = cli.load(checkpoint, synthetic_bin)
-    weights, queries, keys, layer = cli.sentence_attention(model, task, "valid", 0,
+    model, task = load_model(checkpoint, synthetic_bin)
+    weights, queries, keys, layer = sentence_attention(model, task, "valid", 0,
                                                            "decoder_cross", -1, "mean")
     assert weights.shape == (len(queries), len(keys)) and keys[-1] == "<sink>" and layer == 0
     torch.testing.assert_close(weights.sum(-1), torch.ones(len(queries)))

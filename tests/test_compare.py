@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from sparse_attn_plugin import compare
-from sparse_attn_plugin.comparison.corpus import CorpusError, open_corpus
+from sparse_attn_plugin.experiments import compare
+from sparse_attn_plugin.experiments.comparison.corpus import CorpusError, open_corpus
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 TINY = ["--train-size", "200", "--eval-size", "30", "--max-updates", "12",
@@ -125,7 +125,7 @@ def test_a_prepared_folder_gives_its_test_splits_and_subwords(tmp_path):
 
 
 def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
-    from sparse_attn_plugin.pipeline import stop_reason, validation_curve
+    from sparse_attn_plugin.experiments.pipeline import stop_reason, validation_curve
 
     log = tmp_path / "train.log"
     config = "INFO | fairseq_cli.train | {'optimization': {'stop_time_hours': 0.5}}\n"
@@ -145,7 +145,7 @@ def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
 
 
 def test_the_table_says_whether_a_stopped_row_was_still_learning():
-    from sparse_attn_plugin.comparison.report import stopped_cell
+    from sparse_attn_plugin.experiments.comparison.report import stopped_cell
 
     def row(stopped, losses):
         curve = [(100 * (i + 1), loss) for i, loss in enumerate(losses)]

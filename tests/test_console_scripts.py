@@ -15,7 +15,13 @@ from conftest import BIN, REPO, fairseq_env
 
 #: Every console script setup.py installs; each has a test below.
 SCRIPTS = ("sparse-attn-score", "sparse-attn-align", "sparse-attn-analyze", "sparse-attn-synth",
-           "sparse-attn-compare")
+           "sparse-attn-compare", "sparse-attn-reproduce", "sparse-attn-results-index",
+           "sparse-attn-toy-example")
+#: The modules those commands lived in before ``experiments/``: results files name them.
+OLD_MODULES = {"sparse_attn_plugin.compare": "sparse-attn-compare",
+               "sparse_attn_plugin.reproduce": "sparse-attn-reproduce",
+               "sparse_attn_plugin.results_index": "sparse-attn-results-index",
+               "sparse_attn_plugin.analysis.toy_example": "sparse-attn-toy-example"}
 RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16_ro_en",
            "multi30k_de_en")
 
@@ -199,9 +205,8 @@ def test_compare_bad_input(tmp_path, args, message):
     assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
 
 
-# -- python -m entries -------------------------------------------------------------------------
 def test_toy_example_writes_figure1_and_exits_0(tmp_path):
-    out = succeeded(module("sparse_attn_plugin.analysis.toy_example", "--out", tmp_path))
+    out = succeeded(script("sparse-attn-toy-example", "--out", tmp_path))
     assert out.startswith("# Malaviya et al. (2018), Figure 1")
     assert (tmp_path / "figure1.md").read_text() in out
     assert set(json.loads((tmp_path / "figure1.json").read_text())["transforms"]) == {
@@ -210,20 +215,25 @@ def test_toy_example_writes_figure1_and_exits_0(tmp_path):
 
 def test_toy_example_bad_output_folder(tmp_path):
     (tmp_path / "file").write_text("x\n")
-    proc = module("sparse_attn_plugin.analysis.toy_example", "--out", tmp_path / "file" / "d")
-    assert "Not a directory" in failed_in_one_line(
-        proc, "python -m sparse_attn_plugin.analysis.toy_example")
+    proc = script("sparse-attn-toy-example", "--out", tmp_path / "file" / "d")
+    assert "Not a directory" in failed_in_one_line(proc, "sparse-attn-toy-example")
 
 
 def test_reproduce_and_results_index_bad_input(tmp_path):
-    proc = module("sparse_attn_plugin.reproduce", tmp_path / "nope.json", "--smoke")
-    assert "no such config file" in failed_in_one_line(proc,
-                                                        "python -m sparse_attn_plugin.reproduce")
-    proc = module("sparse_attn_plugin.results_index", "--results", tmp_path / "nowhere")
-    assert "must be folders" in failed_in_one_line(proc,
-                                                   "python -m sparse_attn_plugin.results_index")
+    proc = script("sparse-attn-reproduce", tmp_path / "nope.json", "--smoke")
+    assert "no such config file" in failed_in_one_line(proc, "sparse-attn-reproduce")
+    proc = script("sparse-attn-results-index", "--results", tmp_path / "nowhere")
+    assert "must be folders" in failed_in_one_line(proc, "sparse-attn-results-index")
 
 
+@pytest.mark.parametrize("old", OLD_MODULES)
+def test_the_old_module_paths_still_run_their_commands(old, tmp_path):
+    """``python -m`` at the paths results files recorded runs the same command."""
+    proc = module(old, "--help")
+    assert succeeded(proc).startswith(f"usage: {OLD_MODULES[old]} ")
+
+
+# -- python -m entries -------------------------------------------------------------------------
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_data_prep_recipe_without_its_archives(recipe, tmp_path):
     (tmp_path / "raw").mkdir()

@@ -67,8 +67,8 @@ def test_compare_smoke_run_on_a_slice_of_multi30k(tmp_path):
         "--bpe-merges", "2000", "--name", "slice", "--dest-dir", tmp_path / "bin",
         "--work-dir", tmp_path / "work")
     out = tmp_path / "out"
-    proc = run("sparse_attn_plugin.compare", "--data", tmp_path / "bin" / "slice", "--model",
-               "tiny", "--rows", "softmax,entmax15", "--smoke", "--max-updates", "300",
+    proc = run("sparse_attn_plugin.experiments.compare", "--data", tmp_path / "bin" / "slice",
+               "--model", "tiny", "--rows", "softmax,entmax15", "--smoke", "--max-updates", "300",
                "--validate-every", "100", "--out", out, "--work-dir", tmp_path / "compare")
     assert "[compare] done" in proc.stdout
     report = (out / "README.md").read_text()

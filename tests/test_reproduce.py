@@ -17,16 +17,15 @@ from reproduction_fakes import fake_generate, fake_train
 
 from data_prep import recipe, wmt14_en_de
 from data_prep.synthetic import binarize, build_lexicon, write_corpus
-from sparse_attn_plugin import pipeline, reproduce
-from sparse_attn_plugin.provenance import REPO_ROOT
-from sparse_attn_plugin.reproduction import batch, fertility_data
-from sparse_attn_plugin.reproduction import config as reproduction_config
-from sparse_attn_plugin.reproduction.config import flag_value
+from sparse_attn_plugin.experiments import pipeline, reproduce
+from sparse_attn_plugin.experiments.reproduction import batch, fertility_data
+from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
+from sparse_attn_plugin.experiments.reproduction.config import flag_value
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 
-from conftest import PLUGIN
+from conftest import PLUGIN, REPO
 
-CONFIG = REPO_ROOT / "configs" / "xu2021_hard_attention.json"
+CONFIG = REPO / "configs" / "xu2021_hard_attention.json"
 
 
 def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
@@ -120,7 +119,7 @@ def test_full_run_without_the_corpus_says_how_to_prepare_it(tmp_path, capsys):
 
 # -- Malaviya et al. (2018): more metrics, generation flags, fertility sources ----------------
 
-MALAVIYA = REPO_ROOT / "configs" / "malaviya2018_constrained.json"
+MALAVIYA = REPO / "configs" / "malaviya2018_constrained.json"
 TINY_CORPUS = {"train": 600, "valid": 20, "test": 30}
 SLOW = pytest.mark.skipif(not os.environ.get("SPARSE_ATTN_SLOW_TESTS"),
                           reason="slow (~4 min on 2 cores): set SPARSE_ATTN_SLOW_TESTS=1")
@@ -430,7 +429,7 @@ def test_bpe_corpus_gets_fertilities_per_bpe_unit_and_drop_aligner_on_words(tmp_
 
 # -- Tsai et al. (2019): attention parameters, models that may diverge ---------------------------
 
-TSAI = REPO_ROOT / "configs" / "tsai2019_kernel.json"
+TSAI = REPO / "configs" / "tsai2019_kernel.json"
 
 
 def test_kernel_config_reports_diverged_models_and_attention_parameters(

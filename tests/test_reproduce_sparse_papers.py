@@ -13,14 +13,15 @@ import torch
 from reproduction_fakes import fake_generate, fake_train
 
 from data_prep.synthetic import binarize, write_corpus
-from sparse_attn_plugin import pipeline, reproduce
-from sparse_attn_plugin.provenance import REPO_ROOT
-from sparse_attn_plugin.reproduction import batch, selection
-from sparse_attn_plugin.reproduction import config as reproduction_config
-from sparse_attn_plugin.reproduction.config import flag_value
+from sparse_attn_plugin.experiments import pipeline, reproduce
+from sparse_attn_plugin.experiments.reproduction import batch, selection
+from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
+from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
-ZHAO = REPO_ROOT / "configs" / "zhao2019_explicit_sparse.json"
-CORREIA = REPO_ROOT / "configs" / "correia2019_adaptively_sparse.json"
+from conftest import REPO
+
+ZHAO = REPO / "configs" / "zhao2019_explicit_sparse.json"
+CORREIA = REPO / "configs" / "correia2019_adaptively_sparse.json"
 TINY_CORPUS = {"train": 600, "valid": 20, "test": 30}
 JAVA = pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
 

@@ -5,15 +5,17 @@ import shutil
 
 from reproduction_fakes import fake_generate, fake_train
 
-from sparse_attn_plugin import pipeline, reproduce, results_index
-from sparse_attn_plugin.provenance import REPO_ROOT, provenance_header
+from sparse_attn_plugin.experiments import pipeline, reproduce, results_index
+from sparse_attn_plugin.experiments.provenance import provenance_header
+
+from conftest import REPO
 
 
 def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch, synthetic_bin):
     configs, results = tmp_path / "configs", tmp_path / "results"
     configs.mkdir()
     for name in ("correia2019_adaptively_sparse.json", "zhao2019_explicit_sparse.json"):
-        shutil.copy(REPO_ROOT / "configs" / name, configs / name)
+        shutil.copy(REPO / "configs" / name, configs / name)
     config = json.loads((configs / "correia2019_adaptively_sparse.json").read_text())
     config["metrics"] = ["BLEU", "speed"]
     (configs / "correia2019_adaptively_sparse.json").write_text(json.dumps(config))
@@ -70,9 +72,9 @@ def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch
 
 def test_the_committed_index_is_what_the_records_give():
     """results/README.md was regenerated after the last result landed."""
-    committed = (REPO_ROOT / "results" / "README.md").read_text()
-    fresh = results_index.render(REPO_ROOT / "results", REPO_ROOT / "configs",
-                                 REPO_ROOT / "scripts", "check")
+    committed = (REPO / "results" / "README.md").read_text()
+    fresh = results_index.render(REPO / "results", REPO / "configs",
+                                 REPO / "scripts", "check")
     body = [line for line in committed.splitlines() if not line.startswith("- ")]
     assert body == [line for line in fresh.splitlines() if not line.startswith("- ")], \
         "results/README.md is stale: run python -m sparse_attn_plugin.results_index"

@@ -19,72 +19,18 @@ Statistics are measured under teacher forcing on the references of ``--subset``;
 import csv
 import io
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
-from ..checkpoint_averaging import saved_checkpoints
+from ..checkpoints import CheckpointError, load_model, read_checkpoint, saved_checkpoints
 from ..command_line import CommandParser
-from ..errors import SparseAttnError
 from ..files import write_text_atomic
 from ..normalizers import SITES, EntmaxAlpha
 from ..results_io import markdown_table
 from . import plots
 from .attention_stats import head_statistics, layer_of, reads_attention, site_of
-
-
-class AnalysisError(SparseAttnError, ValueError):
-    """Input the analysis cannot use; the message is one line."""
-
-
-def read_checkpoint(checkpoint: Path, read: Callable[[str], dict]) -> dict:
-    """The state ``read`` gets from a fairseq checkpoint file; AnalysisError naming the
-    file when it is missing or not one (unpickling some other file can raise nearly any
-    exception: KeyError, IndexError, EOFError, UnpicklingError, ...)."""
-    if Path(checkpoint).is_dir():
-        raise AnalysisError(f"{checkpoint}: a folder, not a checkpoint file")
-    if not Path(checkpoint).is_file():
-        raise AnalysisError(f"{checkpoint}: no such checkpoint")
-    try:
-        state = read(str(checkpoint))
-    except Exception as err:  # unpickling a stranger file can raise anything
-        raise AnalysisError(f"{checkpoint}: not a fairseq checkpoint (reading it raised "
-                            f"{type(err).__name__})") from None
-    if not (isinstance(state, dict) and isinstance(state.get("model"), dict)
-            and (state.get("cfg") is not None or state.get("args") is not None)):
-        raise AnalysisError(f"{checkpoint}: not a fairseq checkpoint (no model weights and "
-                            "configuration in it)")
-    return state
-
-
-def load(checkpoint: Path, data: Path):
-    """The model of ``checkpoint`` (eval mode, CPU) and its task reading ``data``."""
-    from fairseq import checkpoint_utils
-
-    overrides = {"data": str(data)}
-    state = read_checkpoint(
-        checkpoint, lambda path: checkpoint_utils.load_checkpoint_to_cpu(path, overrides))
-    if not Path(data).is_dir():
-        raise AnalysisError(f"{data}: no such data directory")
-    if not any(Path(data).glob("dict.*.txt")):
-        raise AnalysisError(f"{data}: not a binarised corpus (no dict.*.txt in it)")
-    try:
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-            [str(checkpoint)], arg_overrides=overrides, state=state)
-    except (KeyError, ValueError, RuntimeError, OSError) as err:
-        # e.g. a state_dict mismatch: a heading line, then the first mismatch
-        detail = " ".join(line.strip() for line in str(err).strip().splitlines()[:2])
-        raise AnalysisError(f"{checkpoint}: cannot build its model on {data}: "
-                            f"{type(err).__name__}: {detail}") from None
-    return models[0].eval(), task
-
-
-def dataset(task, subset: str):
-    try:
-        task.load_dataset(subset)
-    except FileNotFoundError as err:
-        raise AnalysisError(f"no {subset} split in the data directory ({err})") from None
-    return task.dataset(subset)
+from .teacher_forced import AnalysisError, dataset, sentence_attention
 
 
 # -- heads -------------------------------------------------------------------------------------
@@ -119,7 +65,7 @@ def heads_markdown(stats, checkpoint: Path, subset: str, sentences: int) -> str:
 
 
 def run_heads(args) -> List[Path]:
-    model, task = load(args.checkpoint, args.data)
+    model, task = load_model(args.checkpoint, args.data)
     data = dataset(task, args.subset)
     batches = task.get_batch_iterator(data, max_tokens=args.max_tokens).next_epoch_itr(
         shuffle=False)
@@ -199,54 +145,11 @@ def run_trajectory(args) -> List[Path]:
 
 
 # -- maps --------------------------------------------------------------------------------------
-@torch.no_grad()
-def sentence_attention(model, task, subset: str, index: int, site: str, layer: int,
-                       head: str):
-    """One sentence's attention weights ``(T, S)`` at a site and layer (negative: from the
-    last; a head, or the mean of the heads), teacher-forced: ``(weights, query tokens,
-    key tokens, the layer's index)``; a model's sink is the last key (see SourceLayout)."""
-    data = dataset(task, subset)
-    if not 0 <= index < len(data):
-        raise AnalysisError(f"--sentence {index}: the {subset} split has {len(data)} sentences")
-    sample = data.collater([data[index]])
-    wanted = [name for name, _ in model.named_modules()
-              if reads_attention(name) and site_of(name) == site]
-    if not wanted:
-        raise AnalysisError(f"the model has no {site} attention to show")
-    layers = sorted({layer_of(name) for name in wanted})
-    chosen = layers[layer] if -len(layers) <= layer < len(layers) else None
-    if chosen is None:
-        raise AnalysisError(f"--layer {layer}: {site} has layers 0-{len(layers) - 1}")
-    module = dict(model.named_modules())[next(n for n in wanted if layer_of(n) == chosen)]
-    captured = []
-    handle = module.register_forward_hook(lambda m, i, weights: captured.append(weights))
-    try:
-        net = sample["net_input"]
-        model(net["src_tokens"], net["src_lengths"], net["prev_output_tokens"])
-    finally:
-        handle.remove()
-    weights = torch.cat(captured, dim=2)[0]    # (H, T, S): one call, or one per decoder step
-    if head == "mean":
-        weights = weights.mean(0)
-    elif head.isdigit() and int(head) < weights.size(0):
-        weights = weights[int(head)]
-    else:
-        raise AnalysisError(f"--head {head}: 'mean' or a head 0-{weights.size(0) - 1}")
-    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-    source = [src_dict[t] for t in net["src_tokens"][0].tolist()]
-    previous = [tgt_dict[t] for t in net["prev_output_tokens"][0].tolist()]
-    queries = source if site == "encoder_self" else previous
-    keys = previous if site == "decoder_self" else source
-    if site == "decoder_cross" and weights.size(-1) == len(keys) + 1:
-        keys = [*keys, "<sink>"]
-    return weights.float(), queries, keys, chosen
-
-
 def run_maps(args) -> List[Path]:
     panels = []
     labels = args.labels or [Path(c).parent.name for c in args.checkpoints]
     for label, checkpoint in zip(labels, args.checkpoints):
-        model, task = load(checkpoint, args.data)
+        model, task = load_model(checkpoint, args.data)
         weights, queries, keys, layer = sentence_attention(
             model, task, args.subset, args.sentence, args.site, args.layer, args.head)
         panels.append((f"{label}: {args.site}, layer {layer}, head {args.head}",
@@ -287,7 +190,7 @@ def main(argv=None) -> int:
     run = {"heads": run_heads, "trajectory": run_trajectory, "maps": run_maps}[args.command]
     try:
         written = run(args)
-    except (AnalysisError, OSError) as err:
+    except (AnalysisError, CheckpointError, OSError) as err:
         command.fail(err)
     for path in written:
         print(path)

@@ -5,5 +5,8 @@ from .generate_output import GenerateOutput, read_generate_output
 from .meteor import Meteor, MeteorResult
 from .rep import RepResult, corpus_rep
 
-__all__ = ["BleuResult", "GenerateOutput", "Meteor", "MeteorResult", "RepResult", "corpus_bleu",
-           "corpus_rep", "read_generate_output"]
+#: Sentences from which scoring shows METEOR's and DROP's progress bars.
+PROGRESS_MIN = 2000
+
+__all__ = ["PROGRESS_MIN", "BleuResult", "GenerateOutput", "Meteor", "MeteorResult", "RepResult",
+           "corpus_bleu", "corpus_rep", "read_generate_output"]

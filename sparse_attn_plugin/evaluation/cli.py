@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..command_line import CommandParser
 from ..files import InputError, read_lines, write_text_atomic
+from . import PROGRESS_MIN
 from .aligner import DEFAULT_SYMMETRIZATION, MANIFEST, SYMMETRIZATIONS, Aligner
 from .bleu import corpus_bleu
 from .drop import corpus_drop
@@ -25,7 +26,6 @@ from .rep import corpus_rep
 from .text import remove_bpe
 
 METRICS = ("bleu", "meteor", "rep", "drop")
-PROGRESS_MIN = 2000  # sentences from which METEOR and DROP show progress bars
 
 
 def load_inputs(args):

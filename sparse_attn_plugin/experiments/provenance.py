@@ -12,18 +12,24 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+#: The folder that holds the package: a clone of sparse-attn when the package is
+#: installed editable (``make install``), else some ``site-packages``.
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def git_commit() -> str:
-    """The checkout's commit (``+dirty`` when files outside ``results/``, which a run
-    rewrites, differ from it); for a copy without its git history (a tree sent to a
+    """The commit of the sparse-attn clone the package runs from (``+dirty`` when files
+    outside ``results/``, which a run rewrites, differ from it), whatever the current
+    folder; for a copy without its git history (an installed package, a tree sent to a
     cluster or GPU machine), ``$SPARSE_ATTN_COMMIT`` as the sender gives it, marked
-    ``(stated)``; else ``unknown``."""
+    ``(stated)``; else ``unknown``. A git repository that merely contains the package
+    (a ``.venv`` inside some other project) is not taken for its clone."""
     def git(*args):
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
+        return subprocess.run(["git", *args], cwd=CHECKOUT, capture_output=True,
                               text=True, check=True).stdout.strip()
     try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != CHECKOUT:
+            raise OSError("the package is not at the top of a clone")
         commit = git("rev-parse", "--short=12", "HEAD")
         dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     except (OSError, subprocess.CalledProcessError):

@@ -1,4 +1,4 @@
-"""Comparing kinds of attention on one corpus: ``python -m sparse_attn_plugin.compare``.
+"""Comparing kinds of attention on one corpus: ``sparse-attn-compare``.
 
 * :mod:`.corpus`: what a comparison reads from a prepared data folder (or the synthetic
   corpus it builds);

@@ -83,9 +83,9 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from ..errors import SparseAttnError
-from ..evaluation.aligner import SYMMETRIZATIONS
-from ..evaluation.meteor import LANGUAGE_PRESETS
+from ...errors import SparseAttnError
+from ...evaluation.aligner import SYMMETRIZATIONS
+from ...evaluation.meteor import LANGUAGE_PRESETS
 
 REQUIRED = ("name", "paper", "settings_note", "data", "prepare", "train_flags", "max_update",
             "generate_flags", "bleu", "smoke", "models", "tables")

@@ -3,7 +3,7 @@ mixed into them): each with the paper, its table and how its setting differs."""
 
 from typing import Dict, List, Tuple
 
-from ..results_io import markdown_table
+from ...results_io import markdown_table
 
 #: corpus name (``PREPARED.json``'s ``settings.corpus``) -> (header, rows, note).
 PUBLISHED: Dict[str, Tuple[List[str], List[List[str]], str]] = {

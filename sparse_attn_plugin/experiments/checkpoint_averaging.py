@@ -8,36 +8,18 @@ training configuration, the last optimizer history) is the newest checkpoint's, 
 ``fairseq-generate --path`` reads the result like any checkpoint.
 """
 
-import re
 from pathlib import Path
-from typing import List, Sequence
+from typing import Sequence
 
 import torch
 
-from .errors import SparseAttnError
-from .files import atomic_path
-
-#: fairseq's names: ``checkpointE.pt`` at the end of epoch E, ``checkpoint_E_U.pt``
-#: after update U within epoch E (``--save-interval-updates``); one save writes one of them.
-_EPOCH = re.compile(r"^checkpoint(\d+)\.pt$")
-_UPDATE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
+from ..checkpoints import saved_checkpoints
+from ..errors import SparseAttnError
+from ..files import atomic_path
 
 
 class AveragingError(SparseAttnError, ValueError):
     """Checkpoints that cannot be averaged; the message is one line."""
-
-
-def saved_checkpoints(save_dir: Path) -> List[Path]:
-    """The epoch and update checkpoints fairseq-train saved in ``save_dir``, oldest
-    first (``checkpoint_last.pt``, ``checkpoint_best.pt`` and averages are left out)."""
-    order = []
-    for path in Path(save_dir).glob("checkpoint*.pt"):
-        epoch, update = _EPOCH.match(path.name), _UPDATE.match(path.name)
-        if epoch:
-            order.append(((int(epoch.group(1)), float("inf")), path))
-        elif update:
-            order.append(((int(update.group(1)), int(update.group(2))), path))
-    return [path for _, path in sorted(order)]
 
 
 def _load(path: Path) -> dict:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..evaluation.aligner import (
+from ...evaluation.aligner import (
     Aligner,
     aligner_fertilities,
     fertility_text,
@@ -17,7 +17,7 @@ from ..evaluation.aligner import (
     guided_text,
     train_aligner,
 )
-from ..files import write_text_atomic
+from ...files import write_text_atomic
 from .config import slug
 
 #: Splits that get the aligner's fertility files (training, and validation loss).

@@ -4,10 +4,10 @@ and the figures, from the rows :mod:`.run` returns."""
 from pathlib import Path
 from typing import List, Sequence
 
-from ..evaluation.drop import RECOMMENDED_SYMMETRIZATION
-from ..normalizers import SITES
+from ...evaluation.drop import RECOMMENDED_SYMMETRIZATION
+from ...normalizers import SITES
+from ...results_io import markdown_table
 from ..provenance import describe_machine, provenance_header
-from ..results_io import markdown_table
 from .corpus import Corpus
 from .published import published_rows
 
@@ -122,8 +122,9 @@ def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
     sentence's cross-attention (last layer, mean of the heads) under softmax and
     1.5-entmax (or the first other row with a normaliser), where their checkpoints are
     in ``work`` (a folder copied without them draws no maps)."""
-    from ..analysis import plots
-    from ..analysis.cli import load, sentence_attention
+    from ...analysis import plots
+    from ...analysis.teacher_forced import sentence_attention
+    from ...checkpoints import load_model
 
     def zero_share(row):
         values = list(row["zero_fraction"].values())
@@ -145,7 +146,7 @@ def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
     if sparse and "softmax" in kept:
         panels = []
         for name in ["softmax", sparse[0]]:
-            model, task = load(work / name / "checkpoint_best.pt", corpus.data)
+            model, task = load_model(work / name / "checkpoint_best.pt", corpus.data)
             weights, queries, keys, layer = sentence_attention(
                 model, task, "test", 0, "decoder_cross", -1, "mean")
             panels.append((f"{titles[name]}: cross-attention, layer {layer}, mean of the heads",

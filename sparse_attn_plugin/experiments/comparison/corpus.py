@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..errors import SparseAttnError
+from ...errors import SparseAttnError
+from ...evaluation.aligner import SINK
 
 #: fairseq-generate's ``--remove-bpe`` value for each of data_prep's subword schemes.
 REMOVE_BPE = {"subword_nmt": "subword_nmt", "sentencepiece": "sentencepiece", "none": None}
-#: The sink token data_prep's ``--sink`` appends to sources: not a word to align or score.
-SINK = "<SINK>"
 
 
 class CorpusError(SparseAttnError, ValueError):

@@ -4,7 +4,7 @@ the 10 epoch checkpoints up to epoch 50, 55, ..., 90 and keeps the best on the
 validation set), and among trainings with different seeds (the best of three).
 
 A window of ``size`` consecutive saved checkpoints is averaged as
-:func:`~sparse_attn_plugin.checkpoint_averaging.average_checkpoints` does; the ``count``
+:func:`~..checkpoint_averaging.average_checkpoints` does; the ``count``
 windows end ``step`` saves apart, the last at the newest checkpoint. Ties go to the
 earlier candidate.
 """
@@ -12,7 +12,8 @@ earlier candidate.
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple, TypeVar
 
-from ..checkpoint_averaging import AveragingError, average_checkpoints, saved_checkpoints
+from ...checkpoints import saved_checkpoints
+from ..checkpoint_averaging import AveragingError, average_checkpoints
 
 K = TypeVar("K")
 

@@ -12,7 +12,7 @@ update-freq 128 on one GPU and 64 on two, and is refused on three.
 
 from typing import List, Optional, Tuple
 
-from ..errors import SparseAttnError
+from ...errors import SparseAttnError
 from .config import flag_value
 
 

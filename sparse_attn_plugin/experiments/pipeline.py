@@ -17,9 +17,10 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from tqdm import tqdm
 
-from .evaluation import GenerateOutput, read_generate_output
+from ..evaluation import GenerateOutput, read_generate_output
 
-PLUGIN_DIR = Path(__file__).resolve().parent
+#: fairseq's --user-dir: the plugin package (this module's grandparent folder).
+PLUGIN_DIR = Path(__file__).resolve().parents[1]
 _JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
 _GEN_SPEED = re.compile(r"\(([\d.,]+) sentences/s")
 _SUBSET_SIZE = re.compile(r"^INFO:fairseq\.tasks\.\w+:.* (\d+) examples$", re.MULTILINE)

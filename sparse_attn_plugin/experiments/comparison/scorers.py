@@ -5,9 +5,9 @@ trained on the corpus's training pairs."""
 
 from functools import cached_property
 
-from ..evaluation import Meteor
-from ..evaluation.aligner import train_aligner
-from ..evaluation.meteor import LANGUAGE_PRESETS
+from ...evaluation import Meteor
+from ...evaluation.aligner import train_aligner
+from ...evaluation.meteor import LANGUAGE_PRESETS
 from .corpus import Corpus
 
 

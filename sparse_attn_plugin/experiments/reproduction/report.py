@@ -6,9 +6,9 @@ from itertools import groupby
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from ..evaluation.meteor import LANGUAGE_PRESETS
+from ...evaluation.meteor import LANGUAGE_PRESETS
+from ...results_io import markdown_table
 from ..provenance import provenance_header
-from ..results_io import markdown_table
 from .config import (
     DEFAULT_METRICS,
     averaging,

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from ...evaluation import corpus_bleu, corpus_rep, read_generate_output
+from ...evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
+from ...files import read_lines, write_json_atomic
+from ...normalizers import SITES
 from .. import pipeline
-from ..evaluation import corpus_bleu, corpus_rep, read_generate_output
-from ..evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
-from ..files import read_lines, write_json_atomic
-from ..normalizers import SITES
 from ..pipeline import device_flags
 from ..provenance import describe_machine
 from .corpus import Corpus, drop_sink
@@ -185,10 +185,11 @@ def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> d
 def site_statistics(checkpoint: Path, data: Path, subset: str = "test"):
     """Zero fraction and learned alphas per site, under teacher forcing on ``subset``
     (none for a model without attention normalisers, e.g. a kernel smoother)."""
-    from ..analysis import attention_statistics
-    from ..analysis.cli import dataset, load
+    from ...analysis import attention_statistics
+    from ...analysis.teacher_forced import dataset
+    from ...checkpoints import load_model
 
-    model, task = load(checkpoint, data)
+    model, task = load_model(checkpoint, data)
     batches = task.get_batch_iterator(dataset(task, subset), max_tokens=4096).next_epoch_itr(
         shuffle=False)
     try:

@@ -1,0 +1,169 @@
+"""``sparse-attn-compare``: kinds of attention trained and scored side by side on one
+corpus; ``make demo`` is this command on the bundled synthetic corpus.
+
+Each row (a kind of attention: :mod:`.comparison.models`) trains with ``fairseq-train``
+and the same architecture, data, seed and stopping rule until its validation loss stops
+improving or its time budget ends, then translates every test split with
+``fairseq-generate`` (beam 5) and is scored (:mod:`.comparison.run`): BLEU on each test
+split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on the
+corpus), validation curve, exactly-zero attention shares and learned alphas per site,
+training and decoding speed as ratios to softmax in the same run. Writes ``README.md``,
+``comparison.json`` and the figures to ``--out``. Resumable row by row: run the same
+command again after an interruption and finished rows are not trained again.
+
+    make demo                                        # the synthetic corpus, offline
+    python -m data_prep.multi30k_de_en               # then:
+    sparse-attn-compare --data data-bin/multi30k_de_en --out results/multi30k
+    sparse-attn-compare --data DIR --rows softmax,entmax15 --smoke   # a quick check
+"""
+
+import logging
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ..command_line import CommandParser
+from ..files import write_json_atomic, write_text_atomic
+from .comparison.corpus import REMOVE_BPE, CorpusError, open_corpus, synthetic_corpus
+from .comparison.models import ARCHITECTURES, title
+from .comparison.report import figures, render
+from .comparison.run import Schedule, run_row
+from .comparison.scorers import Scorers
+
+#: The stopping rule without ``--data`` (the demo's synthetic corpus: about 240 updates
+#: an epoch at 8 updates/s on 2 CPU cores; softmax's validation loss flattens after
+#: about 800 updates) and with it;
+#: ``--smoke`` caps every row at a few hundred updates.
+SCHEDULES = {
+    "synthetic": Schedule(patience=3, minutes=1.5, max_update=3000, validate_every=100),
+    "data": Schedule(patience=5, minutes=30, max_update=30000),
+    "smoke": Schedule(patience=1000, minutes=5, max_update=200, validate_every=50),
+}
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="sparse-attn-compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, help="a binarised corpus (data_prep's recipes "
+                        "or python -m data_prep.parallel); default: the synthetic corpus")
+    parser.add_argument("--model", choices=ARCHITECTURES,
+                        help="the architecture every row shares (default: tiny on the "
+                             "synthetic corpus, small with --data)")
+    parser.add_argument("--rows", help="comma-separated kinds of attention (default: every "
+                        "row of the architecture: "
+                        + "; ".join(f"{name}: {', '.join(a.rows)}"
+                                    for name, a in ARCHITECTURES.items()) + ")")
+    parser.add_argument("--out", type=Path, help="default: results/demo on the synthetic "
+                        "corpus, results/compare/NAME with --data")
+    parser.add_argument("--work-dir", type=Path, help="checkpoints and logs, not committed "
+                        "(default: .work/compare/NAME)")
+    parser.add_argument("--patience", type=int,
+                        help="stop a row after this many validations without a better loss "
+                             "(default: synthetic 3, --data 5)")
+    parser.add_argument("--minutes-per-row", type=float,
+                        help="training time budget of each row (default: synthetic 1.5, "
+                             "--data 30)")
+    parser.add_argument("--max-updates", type=int, help="update cap of each row (default: "
+                        "synthetic 3000, --data 30000)")
+    parser.add_argument("--validate-every", type=int, metavar="UPDATES",
+                        help="validate every this many updates (default: synthetic 100, "
+                             "--data every epoch)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a check that everything runs: 200 updates a row, validation "
+                             "every 50; the report says so")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--remove-bpe", choices=REMOVE_BPE,
+                        help="subword scheme to merge before scoring (default: the one "
+                             "PREPARED.json records, else the folder's subword model)")
+    parser.add_argument("--train-size", type=int, default=20000,
+                        help="synthetic corpus: training sentence pairs")
+    parser.add_argument("--eval-size", type=int, default=500,
+                        help="synthetic corpus: validation and test sentence pairs (each)")
+    return parser
+
+
+def schedule_of(args) -> Schedule:
+    base = SCHEDULES["smoke" if args.smoke else "data" if args.data else "synthetic"]
+    return Schedule(
+        patience=args.patience or base.patience,
+        minutes=args.minutes_per_row or base.minutes,
+        max_update=args.max_updates or base.max_update,
+        validate_every=args.validate_every or base.validate_every)
+
+
+def _stop(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    model = args.model or ("small" if args.data else "tiny")
+    architecture = ARCHITECTURES[model]
+    names = [n for n in (args.rows or ",".join(architecture.rows)).split(",") if n]
+    unknown = [n for n in names if n not in architecture.rows]
+    if unknown or not names:
+        parser.fail(f"unknown --rows {unknown} for --model {model}; choose from "
+                    f"{', '.join(architecture.rows)}")
+    numbers = [args.patience, args.minutes_per_row, args.max_updates, args.validate_every,
+               args.train_size, args.eval_size]
+    if any(n is not None and n <= 0 for n in numbers):
+        parser.fail("--patience, --minutes-per-row, --max-updates, --validate-every, "
+                    "--train-size and --eval-size must be positive")
+    try:
+        corpus = open_corpus(args.data, args.remove_bpe) if args.data else None
+    except CorpusError as err:
+        parser.fail(err)
+    needing = [n for n in names if architecture.rows[n].needs_fertilities]
+    if corpus and needing and not corpus.has_fertilities():
+        parser.fail(f"rows {', '.join(needing)} train on fertility files, and {args.data} "
+                    "has none: prepare it with --fertility")
+    label = args.data.name if args.data else "demo"
+    out = args.out or Path("results") / ("compare/" + label if args.data else "demo")
+    work = args.work_dir or Path(".work") / "compare" / label
+
+    logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
+    signal.signal(signal.SIGTERM, _stop)  # `kill` stops the training under way too
+    start = time.time()
+    if corpus is None:
+        print(f"[compare] synthetic corpus ({args.train_size} training pairs) -> {work}",
+              flush=True)
+        corpus = synthetic_corpus(work / "corpus", args.train_size, args.eval_size)
+    schedule = schedule_of(args)
+    scorers = Scorers(corpus)
+    titles = {name: title(architecture, name) for name in names}
+    rows = []
+    try:
+        for i, name in enumerate(names, 1):
+            print(f"[compare] {i}/{len(names)} {name}: train, translate, score", flush=True)
+            rows.append(run_row(name, architecture, corpus, schedule, work / model,
+                                args.seed, scorers))
+            print(f"[compare]     BLEU {rows[-1]['bleu']['test']:.2f} after "
+                  f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})", flush=True)
+    finally:
+        scorers.close()
+
+    given = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])
+    settings = (f"{architecture.summary} (`--model {model}` in "
+                "`sparse_attn_plugin/comparison/models.py`); training stops after "
+                f"{schedule.patience} validations without a better loss, "
+                f"{schedule.minutes:g} minutes of training or {schedule.max_update} updates, "
+                f"whichever comes first; validation "
+                + (f"every {schedule.validate_every} updates" if schedule.validate_every
+                   else "after every epoch") + f"; seed {args.seed}; beam 5")
+    drawn = figures(rows, titles, work / model, corpus, out)
+    report = render(rows, titles, corpus, settings, command, [p.name for p in drawn],
+                    args.smoke)
+    write_json_atomic(out / "comparison.json", {
+        "corpus": corpus.title, "tests": corpus.tests, "rows": rows, "settings": settings,
+        "command": command, "smoke": args.smoke})
+    write_text_atomic(out / "README.md", report)
+    print(report)
+    print(f"[compare] done in {time.time() - start:.0f} s; wrote {out / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

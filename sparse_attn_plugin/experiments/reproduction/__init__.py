@@ -1,0 +1,1 @@
+"""Pieces of the reproduction driver :mod:`..reproduce`."""

@@ -1,1 +1,0 @@
-"""Pieces of the reproduction driver :mod:`sparse_attn_plugin.reproduce`."""
