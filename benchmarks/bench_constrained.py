@@ -41,13 +41,13 @@ from pathlib import Path
 import torch
 from fairseq import options, tasks
 
-from sparse_attn_plugin.files import write_text_atomic
-from sparse_attn_plugin.normalizers import Softmax, Sparsemax
-from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
-from sparse_attn_plugin.pipeline import PLUGIN_DIR
-from sparse_attn_plugin.provenance import describe_machine, git_commit, provenance_header
-from sparse_attn_plugin.results_io import markdown_table
-from sparse_attn_plugin.timing import (
+from sparse_attn_plugin.experiments.pipeline import PLUGIN_DIR
+from sparse_attn_plugin.experiments.provenance import (
+    describe_machine,
+    git_commit,
+    provenance_header,
+)
+from sparse_attn_plugin.experiments.timing import (
     add_timing_args,
     generation_seconds,
     interleaved_medians,
@@ -55,6 +55,10 @@ from sparse_attn_plugin.timing import (
     start_timing,
     warmed_medians,
 )
+from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.normalizers import Softmax, Sparsemax
+from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
+from sparse_attn_plugin.results_io import markdown_table
 
 #: name -> (module factory, takes upper bounds)
 METHODS = {"softmax": (Softmax, False), "sparsemax": (Sparsemax, False),

@@ -32,8 +32,8 @@ from data_prep import (
     wmt16_ro_en,
 )
 from data_prep.synthetic import write_corpus
+from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.files import read_lines, write_json_atomic, write_text_atomic
-from sparse_attn_plugin.provenance import provenance_header
 from sparse_attn_plugin.results_io import markdown_table
 
 CORPORA = (iwslt14_de_en, iwslt15_en_vi, wmt14_en_de, kftt_ja_en, wmt16_ro_en)

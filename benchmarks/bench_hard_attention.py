@@ -30,14 +30,14 @@ import torch
 from fairseq import options, tasks
 
 from data_prep.synthetic import binarize, write_corpus
+from sparse_attn_plugin.experiments.pipeline import PLUGIN_DIR
+from sparse_attn_plugin.experiments.provenance import provenance_header
+from sparse_attn_plugin.experiments.timing import generation_seconds, interleaved_medians
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import HardRetrieval, Normalizer, Softmax
 from sparse_attn_plugin.normalizers.base import weighted_sum
 from sparse_attn_plugin.normalizers.hard import gather_values
-from sparse_attn_plugin.pipeline import PLUGIN_DIR
-from sparse_attn_plugin.provenance import provenance_header
 from sparse_attn_plugin.results_io import markdown_table
-from sparse_attn_plugin.timing import generation_seconds, interleaved_medians
 
 BEAM = 4
 #: model -> fairseq flags. ``base`` is the paper's WMT14 En-De transformer base.

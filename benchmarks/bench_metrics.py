@@ -20,8 +20,8 @@ from data_prep.synthetic import write_corpus
 from sparse_attn_plugin.evaluation import Meteor, corpus_bleu, corpus_rep
 from sparse_attn_plugin.evaluation.aligner import train_aligner
 from sparse_attn_plugin.evaluation.drop import corpus_drop
+from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
-from sparse_attn_plugin.provenance import provenance_header
 from sparse_attn_plugin.results_io import markdown_table
 
 

@@ -29,15 +29,20 @@ from pathlib import Path
 
 import torch
 
-from sparse_attn_plugin.files import write_text_atomic
-from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES, build_normalizer
-from sparse_attn_plugin.provenance import (
+from sparse_attn_plugin.experiments.provenance import (
     describe_machine,
     git_commit,
     provenance_header,
 )
+from sparse_attn_plugin.experiments.timing import (
+    add_timing_args,
+    ratios_to,
+    start_timing,
+    warmed_medians,
+)
+from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES, build_normalizer
 from sparse_attn_plugin.results_io import markdown_table
-from sparse_attn_plugin.timing import add_timing_args, ratios_to, start_timing, warmed_medians
 
 #: The normalisers timed here. Hard retrieval replaces the weighted sum as well, so
 #: its module alone is not what a model runs: benchmarks/bench_hard_attention.py

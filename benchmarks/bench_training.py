@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 from data_prep.synthetic import binarize, write_corpus
-from sparse_attn_plugin import pipeline
-from sparse_attn_plugin.comparison.models import ARCHITECTURES
+from sparse_attn_plugin.experiments import pipeline
+from sparse_attn_plugin.experiments.comparison.models import ARCHITECTURES
+from sparse_attn_plugin.experiments.pipeline import device_flags
+from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES
-from sparse_attn_plugin.pipeline import device_flags
-from sparse_attn_plugin.provenance import provenance_header
 from sparse_attn_plugin.results_io import markdown_table
 
 TRAIN_FLAGS = ["--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "4096", "--seed", "1",

@@ -25,8 +25,8 @@ from sparse_attn_plugin.evaluation.aligner import (
     train_aligner,
 )
 from sparse_attn_plugin.evaluation.drop import corpus_drop
+from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
-from sparse_attn_plugin.provenance import provenance_header
 from sparse_attn_plugin.results_io import markdown_table
 
 
