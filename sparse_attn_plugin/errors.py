@@ -10,11 +10,13 @@ turn them into one line and exit status 1: ours through
 The domains: :class:`SettingsError` (model and task flags, here); fertility files
 (``modules.fertility.FertilityError``); constrained bounds
 (``normalizers.constrained.InfeasibleBounds``); the word aligner
-(``evaluation.aligner.AlignerError``); checkpoints to average
-(``checkpoint_averaging.AveragingError``); analysis inputs (``analysis.cli.AnalysisError``);
-comparison corpora (``comparison.corpus.CorpusError``);
-reproduction configs and batches (``reproduction.config.ConfigError``,
-``reproduction.batch.BatchError``); unreadable text files (``files.InputError``);
+(``evaluation.aligner.AlignerError``); checkpoints to read
+(``checkpoints.CheckpointError``); analysis inputs
+(``analysis.teacher_forced.AnalysisError``); unreadable text files
+(``files.InputError``); and in the tooling, ``experiments.``: checkpoints to average
+(``checkpoint_averaging.AveragingError``), comparison corpora
+(``comparison.corpus.CorpusError``), reproduction configs and batches
+(``reproduction.config.ConfigError``, ``reproduction.batch.BatchError``);
 corpus preparation (``data_prep.steps.PrepError``: ``data_prep`` builds on the plugin).
 """
 
