@@ -2,6 +2,7 @@
 resumption row by row, and a prepared folder's test splits and subwords."""
 
 import json
+import shutil
 
 import pytest
 
@@ -50,6 +51,23 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert "training the DROP word aligner" not in printed  # nothing left to score
     again = json.loads((tmp_path / "again" / "comparison.json").read_text())["rows"]
     assert again == [rows[0], rows[3]]
+
+    # A comparison written before (a committed one) and no trained rows, as on a fresh
+    # clone: its rows are reused, not trained again; a row with other settings trains.
+    committed = tmp_path / "committed"
+    shutil.copytree(out, committed)
+    (work / "tiny").rename(tmp_path / "kept")
+    compare.main([*TINY, "--rows", "softmax,kernel_rbf", "--out", str(committed),
+                  "--work-dir", str(work)])
+    assert capsys.readouterr().out.count("finished before, reused") == 2
+    assert not list((work / "tiny").rglob("*.pt"))
+    assert json.loads((committed / "comparison.json").read_text())["rows"] == again
+    compare.main([*TINY, "--seed", "3", "--rows", "softmax", "--out", str(committed),
+                  "--work-dir", str(work)])
+    assert "finished before, reused" not in capsys.readouterr().out
+    assert (work / "tiny" / "softmax" / "checkpoint_best.pt").exists()
+    shutil.rmtree(work / "tiny")
+    (tmp_path / "kept").rename(work / "tiny")
 
     # A work folder copied from a machine without Java (here: a GPU's; one row without
     # its checkpoints): its rows are reused, METEOR comes from their saved translations,

@@ -9,7 +9,8 @@ split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on th
 corpus), validation curve, exactly-zero attention shares and learned alphas per site,
 training and decoding speed as ratios to softmax in the same run. Writes ``README.md``,
 ``comparison.json`` and the figures to ``--out``. Resumable row by row: run the same
-command again after an interruption and finished rows are not trained again.
+command again after an interruption and finished rows are not trained again, nor are
+the rows ``--out`` already holds (a committed comparison) with the same settings.
 
     make demo                                        # the synthetic corpus, offline
     python -m data_prep.multi30k_de_en               # then:
@@ -17,6 +18,7 @@ command again after an interruption and finished rows are not trained again.
     sparse-attn-compare --data DIR --rows softmax,entmax15 --smoke   # a quick check
 """
 
+import json
 import logging
 import shlex
 import signal
@@ -92,6 +94,14 @@ def schedule_of(args) -> Schedule:
         validate_every=args.validate_every or base.validate_every)
 
 
+def recorded_rows(out: Path) -> dict:
+    """The rows an earlier comparison wrote to ``out``, by name (none if it wrote none)."""
+    path = out / "comparison.json"
+    if not path.exists():
+        return {}
+    return {row["attention"]: row for row in json.loads(path.read_text())["rows"]}
+
+
 def _stop(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -133,12 +143,13 @@ def main(argv=None):
     schedule = schedule_of(args)
     scorers = Scorers(corpus)
     titles = {name: title(architecture, name) for name in names}
+    recorded = recorded_rows(out)
     rows = []
     try:
         for i, name in enumerate(names, 1):
             print(f"[compare] {i}/{len(names)} {name}: train, translate, score", flush=True)
             rows.append(run_row(name, architecture, corpus, schedule, work / model,
-                                args.seed, scorers))
+                                args.seed, scorers, recorded.get(name)))
             print(f"[compare]     BLEU {rows[-1]['bleu']['test']:.2f} after "
                   f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})", flush=True)
     finally:

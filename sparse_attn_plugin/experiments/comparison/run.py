@@ -13,6 +13,11 @@ where Java was missing gets its METEOR from its saved translations when a later 
 it). An interrupted training resumes from its ``checkpoint_last.pt``; so does a row that
 stopped at the update cap or its time budget when either is raised (a converged row stays
 as it is).
+
+Every row's record carries its ``spec``, so a comparison already written to ``--out`` (a
+committed ``comparison.json``) seeds the rows a fresh work folder lacks: a row recorded
+there with the same model, data and decoding is reused, not trained again. A long
+comparison thus finishes over several sessions on machines that keep only the results.
 """
 
 import json
@@ -68,12 +73,17 @@ def row_flags(architecture: Architecture, name: str, schedule: Schedule, seed: i
 
 
 def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Schedule,
-            work: Path, seed: int, scorers) -> dict:
-    """Train (or resume, or reuse) and score one row; see the module's docstring."""
+            work: Path, seed: int, scorers, recorded: Optional[dict] = None) -> dict:
+    """Train (or resume, or reuse) and score one row; ``recorded``: the row as an earlier
+    comparison wrote it, reused when its spec trains the same model. See the module's
+    docstring."""
     folder = Path(work) / name
     train_flags, generate_flags = row_flags(architecture, name, schedule, seed)
     spec = {"data": str(corpus.data), "train": train_flags, "generate": generate_flags,
             "max_update": schedule.max_update}
+    if (recorded and "spec" in recorded and _model_of(recorded["spec"]) == _model_of(spec)
+            and not (folder / "row.json").exists()):
+        _seed(folder, recorded)
     before = _read(folder / "spec.json")
     if before is None or _model_of(before) != _model_of(spec):
         shutil.rmtree(folder, ignore_errors=True)
@@ -84,13 +94,14 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
             (folder / done).unlink(missing_ok=True)  # checkpoint
         write_json_atomic(folder / "spec.json", spec)
     done = _read(folder / "row.json")
+    translations = folder / f"generate-{corpus.first_test}.log"
     if done:
         print(f"[compare]     {name}: finished before, reused", flush=True)
-        if done["meteor"] is None and scorers.meteor:
-            out = read_generate_output(read_lines(folder / f"generate-{corpus.first_test}.log"))
+        if done["meteor"] is None and scorers.meteor and translations.exists():
+            out = read_generate_output(read_lines(translations))
             done["meteor"] = scorers.meteor.score(out.hypotheses, out.references).corpus
             write_json_atomic(folder / "row.json", done)
-        return done
+        return {**done, "spec": _read(folder / "spec.json")}
     trained = _read(folder / "trained.json")
     if not trained:
         result = pipeline.train(corpus.data, folder, train_flags, schedule.max_update,
@@ -105,7 +116,23 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     row["validation_curve"] = curve
     row["valid_loss"] = min((loss for _, loss in curve), default=None)
     write_json_atomic(folder / "row.json", row)
-    return row
+    return {**row, "spec": spec}
+
+
+#: What ``trained.json`` holds: how the training went.
+_TRAINED = ("updates", "train_words_per_second", "stopped", "machine")
+
+
+def _seed(folder: Path, recorded: dict) -> None:
+    """A work folder holding a recorded row as if this machine had made it: its spec,
+    its training's outcome and the row; no checkpoints, so a larger budget trains it
+    afresh."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    row = {key: value for key, value in recorded.items() if key != "spec"}
+    write_json_atomic(folder / "spec.json", recorded["spec"])
+    write_json_atomic(folder / "trained.json", {key: row[key] for key in _TRAINED})
+    write_json_atomic(folder / "row.json", row)
 
 
 #: The flags of :meth:`Schedule.flags` that take a value: when training stops, not what
