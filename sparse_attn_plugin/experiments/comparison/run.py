@@ -131,7 +131,7 @@ def _seed(folder: Path, recorded: dict) -> None:
     folder.mkdir(parents=True)
     row = {key: value for key, value in recorded.items() if key != "spec"}
     write_json_atomic(folder / "spec.json", recorded["spec"])
-    write_json_atomic(folder / "trained.json", {key: row[key] for key in _TRAINED})
+    write_json_atomic(folder / "trained.json", {key: row[key] for key in _TRAINED if key in row})
     write_json_atomic(folder / "row.json", row)
 
 
