@@ -17,6 +17,7 @@ under its usual file name, checked the same way.
 
 import hashlib
 import http.client
+import logging
 import os
 import time
 import urllib.error
@@ -28,6 +29,8 @@ from typing import Optional
 from tqdm import tqdm
 
 from .steps import PrepError
+
+logger = logging.getLogger(__name__)
 
 #: Environment variable naming a directory of archives a user already has.
 RAW_DIR_ENV = "SPARSE_ATTN_RAW_DIR"
@@ -102,8 +105,8 @@ def fetch(source: Source, folder: Path, raw_dir: Optional[Path] = None, retries:
                 raise PrepError(f"{source.url}: download failed after {retries} attempts "
                                 f"({err}); run again to resume from {part}") from None
             wait = backoff ** attempt
-            print(f"[download] {source.filename}: {err}; retry {attempt}/{retries - 1} in "
-                  f"{wait:.0f} s", flush=True)
+            logger.info(f"{source.filename}: {err}; retry {attempt}/{retries - 1} in "
+                        f"{wait:.0f} s")
             time.sleep(wait)
     try:
         check_file(part, source)

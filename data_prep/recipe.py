@@ -33,6 +33,7 @@ settings downloads nothing.
 
 import dataclasses
 import json
+import logging
 import shutil
 import sys
 import time
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from sparse_attn_plugin.command_line import CommandParser
+from sparse_attn_plugin.command_line import CommandParser, show_progress
 from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.evaluation.aligner import (
     SINK,
@@ -64,6 +65,8 @@ from . import subwords, text
 from .binarize import fairseq_preprocess
 from .download import RAW_DIR_ENV, Source, fetch, raw_dir_from
 from .steps import PrepError, run_step
+
+logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
 #: The corpus as text: ``{part: (source lines, target lines)}``.
@@ -325,23 +328,20 @@ def prepare(recipe: Recipe, args) -> Path:
         if changed:
             raise PrepError(f"{dest} was prepared from other contents of {changed}; "
                             "choose another --name or delete it")
-        print(f"[{args.name}] {dest} is prepared already: nothing to do", flush=True)
+        logger.info(f"{dest} is prepared already: nothing to do")
         return dest
     if dest.exists():
         raise PrepError(f"{dest} exists but holds no PREPARED.json: delete it or choose "
                         "another --name")
     started = time.time()
 
-    def log(message):
-        print(f"[{args.name}] {message}", flush=True)
-
     remove_leftovers(work)
-    claim_work_folder(work, {"settings": settings, "inputs": recipe.inputs}, log)
+    claim_work_folder(work, {"settings": settings, "inputs": recipe.inputs})
     seconds: Dict[str, float] = {}
 
     def step(name, outputs, make):
         begun = time.time()
-        run_step(name, outputs, make, log)
+        run_step(name, outputs, make)
         seconds[name] = round(time.time() - begun, 1)
 
     raw_dir = raw_dir_from(args.raw_dir)
@@ -381,10 +381,10 @@ def prepare(recipe: Recipe, args) -> Path:
             shutil.rmtree(folder, ignore_errors=True)
     counts = json.loads((dest / "PREPARED.json").read_text())["sentences"]
     expected = expected_of(recipe, args)
-    log(f"wrote {dest} in {time.time() - started:.0f} s: "
-        + ", ".join(f"{split} {n} pairs" + (f" (published recipe: {expected[split]})"
-                                            if split in expected else "")
-                    for split, n in counts.items()))
+    made = [f"{split} {n} pairs" + (f" (published recipe: {expected[split]})"
+                                    if split in expected else "")
+            for split, n in counts.items()]
+    logger.info(f"wrote {dest} in {time.time() - started:.0f} s: " + ", ".join(made))
     return dest
 
 
@@ -394,7 +394,7 @@ INTERMEDIATES = ("raw", "tok", "subword")
 WORK_STAMP = "SETTINGS.json"
 
 
-def claim_work_folder(work: Path, made_with: dict, log: Callable[[str], None]) -> None:
+def claim_work_folder(work: Path, made_with: dict) -> None:
     """Make ``work``'s intermediates safe to reuse for a run with ``made_with``: those an
     earlier run made with other settings or inputs (or that no stamp vouches for) are
     removed, so that no stage is skipped on another run's files; then stamp the folder."""
@@ -403,8 +403,8 @@ def claim_work_folder(work: Path, made_with: dict, log: Callable[[str], None]) -
     recorded = json.loads(stamp.read_text()) if stamp.exists() else None
     if found and recorded != made_with:
         why = "made with other settings or inputs" if recorded else "of unknown settings"
-        log(f"removing the intermediates in {work}, {why}: "
-            + ", ".join(p.name for p in found))
+        logger.info(f"removing the intermediates in {work}, {why}: "
+                    + ", ".join(p.name for p in found))
         for folder in found:
             shutil.rmtree(folder)
     if recorded != made_with:
@@ -506,7 +506,9 @@ def parse(parser: CommandParser, argv=None):
 
 
 def run(recipe: Recipe, args, parser: CommandParser) -> Path:
-    """:func:`prepare`, its errors reported in one line by ``parser``."""
+    """:func:`prepare`, its progress shown as ``[NAME] ...`` lines and its errors
+    reported in one line by ``parser``."""
+    show_progress(args.name)
     try:
         return prepare(recipe, args)
     except SparseAttnError as err:  # PrepError, unreadable text, an aligner that fails

@@ -7,12 +7,15 @@ name. A step is done when all its outputs exist; a re-run skips it, and an inter
 run resumes at the first step that is not done.
 """
 
+import logging
 import time
 from pathlib import Path
 from typing import Callable, Iterable, List, Sequence
 
 from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.files import atomic_outputs
+
+logger = logging.getLogger(__name__)
 
 
 class PrepError(SparseAttnError, RuntimeError):
@@ -23,16 +26,16 @@ def done(outputs: Iterable[Path]) -> bool:
     return all(Path(p).exists() for p in outputs)
 
 
-def run_step(name: str, outputs: Sequence[Path], make: Callable[[List[Path]], None],
-             log: Callable[[str], None] = print) -> List[Path]:
+def run_step(name: str, outputs: Sequence[Path], make: Callable[[List[Path]], None]
+             ) -> List[Path]:
     """Run ``make(temporary_paths)`` unless every one of ``outputs`` exists; its files
     appear under their real names only once it returns."""
     outputs = [Path(p) for p in outputs]
     if done(outputs):
-        log(f"[{name}] done already, skipped")
+        logger.info(f"[{name}] done already, skipped")
         return outputs
     started = time.time()
     with atomic_outputs(outputs) as tmps:
         make(tmps)
-    log(f"[{name}] {time.time() - started:.1f} s")
+    logger.info(f"[{name}] {time.time() - started:.1f} s")
     return outputs

@@ -5,11 +5,20 @@ returns None or an exit status, never a result.
 
 Every command of ``sparse_attn_plugin`` and ``data_prep`` builds its parser from
 :class:`CommandParser` (``data_prep`` builds on the plugin, never the other way round).
+The long-running ones (comparisons, reproductions, corpus recipes) report progress
+through :mod:`logging` (loggers under ``sparse_attn_plugin.experiments`` and
+``data_prep``), which :func:`show_progress` prints as ``[LABEL] message`` lines; a Python
+caller configures those loggers as it likes.
 """
 
 import argparse
 import functools
+import logging
+import sys
 from typing import NoReturn, Optional
+
+#: The loggers of the code that reports progress to a command's user.
+PROGRESS_LOGGERS = ("sparse_attn_plugin.experiments", "data_prep")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -33,3 +42,29 @@ class CommandParser(argparse.ArgumentParser):
         text = str(message).strip()
         first = text.splitlines()[0] if text else type(message).__name__
         self.exit(1, f"{self.command}: error: {first}\n")
+
+
+class _ProgressHandler(logging.StreamHandler):
+    """Writes to the ``sys.stdout`` of the moment (a test's capture, a redirected run)."""
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def show_progress(label: str) -> None:
+    """Print the progress loggers' INFO records on stdout as ``[label] message``, in place
+    of what an earlier command of this process showed."""
+    handler = _ProgressHandler()
+    handler.setFormatter(logging.Formatter(f"[{label}] %(message)s"))
+    for name in PROGRESS_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers if isinstance(h, _ProgressHandler)]:
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

@@ -59,9 +59,8 @@ def test_atomic_outputs_leave_nothing_behind_when_a_step_fails(tmp_path):
             raise KeyboardInterrupt
     assert not out.exists() and not list(out.parent.iterdir())
     calls = []
-    steps.run_step("s", [out], lambda tmps: (calls.append(1), tmps[0].write_text("done")),
-                   log=lambda m: None)
-    steps.run_step("s", [out], lambda tmps: calls.append(2), log=lambda m: None)
+    steps.run_step("s", [out], lambda tmps: (calls.append(1), tmps[0].write_text("done")))
+    steps.run_step("s", [out], lambda tmps: calls.append(2))
     assert out.read_text() == "done" and calls == [1]  # the second run is skipped
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from sparse_attn_plugin.evaluation import Meteor, corpus_bleu
+from sparse_attn_plugin.evaluation import Meteor, corpus_bleu, scoring
 from sparse_attn_plugin.evaluation.cli import main, run
 from sparse_attn_plugin.evaluation.rep import corpus_rep
 from sparse_attn_plugin.evaluation.text import remove_bpe
@@ -170,7 +170,7 @@ def test_large_inputs_show_progress_use_one_java_process_and_train_nothing(
         raise AssertionError("scoring must not train the aligner")
 
     monkeypatch.setattr(cli, "Meteor", CountingMeteor)
-    monkeypatch.setattr(cli, "PROGRESS_MIN", 10)
+    monkeypatch.setattr(scoring, "PROGRESS_MIN", 10)
     monkeypatch.setattr(FastAlignModel, "train", no_training)
     d = aligned_corpus
     scores = run(["--hyp", str(d / "test.hyp"), "--ref", str(d / "test.tgt"), "--src",

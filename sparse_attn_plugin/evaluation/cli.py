@@ -12,20 +12,17 @@ naming the files, and no output file is created.
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from ..command_line import CommandParser
 from ..files import InputError, read_lines, write_text_atomic
-from . import PROGRESS_MIN
+from . import scoring
 from .aligner import DEFAULT_SYMMETRIZATION, MANIFEST, SYMMETRIZATIONS, Aligner
-from .bleu import corpus_bleu
-from .drop import corpus_drop
 from .generate_output import read_generate_output
 from .meteor import Meteor
-from .rep import corpus_rep
+from .scoring import METRICS, metric_names
 from .text import remove_bpe
-
-METRICS = ("bleu", "meteor", "rep", "drop")
 
 
 def load_inputs(args):
@@ -46,7 +43,7 @@ def load_inputs(args):
     if len(set(counts.values())) > 1:
         raise InputError("line counts differ: "
                          + ", ".join(f"{name} has {n}" for name, n in counts.items()))
-    if "drop" in args.metrics and (srcs is None or not args.aligner):
+    if "DROP" in args.metrics and (srcs is None or not args.aligner):
         raise InputError("DROP needs the sources (--src, or S lines) and --aligner MODEL_DIR "
                          "(train one with sparse-attn-align train)")
     if args.aligner and not (args.aligner / MANIFEST).is_file():
@@ -59,26 +56,29 @@ def load_inputs(args):
 
 def score(args, hyps, refs, srcs):
     """{metric: {"score": float, ...}} and per-sentence columns."""
+    meteor = Meteor(args.lang) if "METEOR" in args.metrics else None
+    with meteor or nullcontext():
+        result = scoring.score(
+            hyps, refs, srcs, args.metrics, meteor=meteor,
+            bleu_options={"tokenize": args.tokenize, "lowercase": args.lowercase},
+            aligner=Aligner.load(args.aligner) if "DROP" in args.metrics else None,
+            symmetrizations=[args.symmetrize])
     scores, per_sentence = {}, {}
-    progress = len(hyps) >= PROGRESS_MIN
-    if "bleu" in args.metrics:
-        bleu = corpus_bleu(hyps, refs, tokenize=args.tokenize, lowercase=args.lowercase)
-        scores["bleu"] = {"score": bleu.score, "signature": bleu.signature, "details": bleu.details}
-    if "meteor" in args.metrics:
-        with Meteor(args.lang) as meteor:
-            result = meteor.score(hyps, refs, progress=progress)
-        scores["meteor"] = {"score": result.corpus, "language": args.lang}
-        per_sentence["meteor"] = result.sentences
-    if "rep" in args.metrics:
-        rep = corpus_rep(hyps, refs)
-        scores["rep"] = {"score": rep.score, "reference_tokens": rep.reference_tokens}
-        per_sentence["rep"] = rep.sentences
-    if "drop" in args.metrics:
-        drop = corpus_drop(Aligner.load(args.aligner), srcs, hyps, refs,
-                           symmetrize=args.symmetrize, progress=progress)
-        scores["drop"] = {"score": drop.score, "symmetrize": drop.symmetrize,
-                          "aligned_source_words": drop.aligned}
-        per_sentence["drop"] = [f"{dropped}/{aligned}" for dropped, aligned in drop.sentences]
+    if result.bleu:
+        scores["bleu"] = {"score": result.bleu.score, "signature": result.bleu.signature,
+                          "details": result.bleu.details}
+    if result.meteor:
+        scores["meteor"] = {"score": result.meteor.corpus, "language": args.lang}
+        per_sentence["meteor"] = result.meteor.sentences
+    if result.rep:
+        scores["rep"] = {"score": result.rep.score,
+                         "reference_tokens": result.rep.reference_tokens}
+        per_sentence["rep"] = result.rep.sentences
+    if result.drop:
+        scores["drop"] = {"score": result.drop.score, "symmetrize": result.drop.symmetrize,
+                          "aligned_source_words": result.drop.aligned}
+        per_sentence["drop"] = [f"{dropped}/{aligned}"
+                                for dropped, aligned in result.drop.sentences]
     return scores, per_sentence
 
 
@@ -98,12 +98,10 @@ def table(scores) -> str:
 
 
 def parse_metrics(text):
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in names if m not in METRICS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown metric(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(METRICS)}")
-    return names
+    try:
+        return metric_names(text.split(","))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser():
@@ -112,8 +110,9 @@ def build_parser():
     p.add_argument("--ref", type=Path, help="references, one per line")
     p.add_argument("--src", type=Path, help="sources, one per line (checked for line count)")
     p.add_argument("--generate-output", type=Path, help="fairseq-generate output (S/T/H lines)")
-    p.add_argument("--metrics", type=parse_metrics, default=["bleu", "rep"],
-                   help=f"comma-separated, from {', '.join(METRICS)} (default bleu,rep)")
+    p.add_argument("--metrics", type=parse_metrics, default=["BLEU", "REP"],
+                   help=f"comma-separated, any case, from {', '.join(METRICS)} "
+                        "(default BLEU,REP)")
     p.add_argument("--lang", default="en", help="METEOR language preset: en, de or other")
     p.add_argument("--tokenize", default="none",
                    help="sacrebleu tokenizer: none (tokenised text, as the papers) or 13a")

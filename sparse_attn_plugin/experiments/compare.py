@@ -26,13 +26,16 @@ import sys
 import time
 from pathlib import Path
 
-from ..command_line import CommandParser
+from ..command_line import CommandParser, show_progress
 from ..files import write_json_atomic, write_text_atomic
 from .comparison.corpus import REMOVE_BPE, CorpusError, open_corpus, synthetic_corpus
 from .comparison.models import ARCHITECTURES, title
 from .comparison.report import figures, render
 from .comparison.run import Schedule, run_row
 from .comparison.scorers import Scorers
+
+# Named by __spec__: under `python -m` this module is __main__, outside the progress loggers.
+logger = logging.getLogger(__spec__.name)
 
 #: The stopping rule without ``--data`` (the demo's synthetic corpus: about 240 updates
 #: an epoch at 8 updates/s on 2 CPU cores; softmax's validation loss flattens after
@@ -133,12 +136,12 @@ def main(argv=None):
     out = args.out or Path("results") / ("compare/" + label if args.data else "demo")
     work = args.work_dir or Path(".work") / "compare" / label
 
+    show_progress("compare")
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
     signal.signal(signal.SIGTERM, _stop)  # `kill` stops the training under way too
     start = time.time()
     if corpus is None:
-        print(f"[compare] synthetic corpus ({args.train_size} training pairs) -> {work}",
-              flush=True)
+        logger.info(f"synthetic corpus ({args.train_size} training pairs) -> {work}")
         corpus = synthetic_corpus(work / "corpus", args.train_size, args.eval_size)
     schedule = schedule_of(args)
     scorers = Scorers(corpus)
@@ -147,11 +150,11 @@ def main(argv=None):
     rows = []
     try:
         for i, name in enumerate(names, 1):
-            print(f"[compare] {i}/{len(names)} {name}: train, translate, score", flush=True)
+            logger.info(f"{i}/{len(names)} {name}: train, translate, score")
             rows.append(run_row(name, architecture, corpus, schedule, work / model,
                                 args.seed, scorers, recorded.get(name)))
-            print(f"[compare]     BLEU {rows[-1]['bleu']['test']:.2f} after "
-                  f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})", flush=True)
+            logger.info(f"    BLEU {rows[-1]['bleu']['test']:.2f} after "
+                        f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})")
     finally:
         scorers.close()
 
@@ -172,7 +175,7 @@ def main(argv=None):
         "command": command, "smoke": args.smoke})
     write_text_atomic(out / "README.md", report)
     print(report)
-    print(f"[compare] done in {time.time() - start:.0f} s; wrote {out / 'README.md'}")
+    logger.info(f"done in {time.time() - start:.0f} s; wrote {out / 'README.md'}")
     return 0
 
 

@@ -20,6 +20,7 @@ The config format is described in :mod:`.reproduction.config`.
 """
 
 import importlib.util
+import logging
 import shlex
 import shutil
 import sys
@@ -31,10 +32,9 @@ from typing import Dict, List, Optional
 
 from data_prep.synthetic import binarize, write_corpus
 
-from ..command_line import CommandParser
-from ..evaluation import PROGRESS_MIN, Meteor, corpus_bleu, corpus_rep
+from ..command_line import CommandParser, show_progress
+from ..evaluation import Meteor, corpus_bleu, scoring
 from ..evaluation.aligner import Aligner
-from ..evaluation.drop import corpus_drop
 from ..evaluation.meteor import JAVA_MISSING, find_meteor_jar
 from ..files import write_json_atomic, write_text_atomic
 from . import pipeline
@@ -68,6 +68,9 @@ from .reproduction.fertility_data import (
 )
 from .reproduction.report import render, render_tables
 from .reproduction.selection import best, choose_window
+
+# Named by __spec__: under `python -m` this module is __main__, outside the progress loggers.
+logger = logging.getLogger(__spec__.name)
 
 SMOKE_CORPUS = {"train": 20000, "valid": 500, "test": 1000}
 
@@ -103,25 +106,6 @@ def check_data(config: dict, datas: Dict[Optional[str], Path], smoke: bool) -> O
     return None
 
 
-def score(output, metrics, bleu_options: dict, meteor: Optional[Meteor],
-          drop_aligner: Optional[Aligner], symmetrizations: List[str]) -> dict:
-    """The config's metrics of one decoding (fairseq-generate's post-processed text)."""
-    hyps, refs = output.hypotheses, output.references
-    progress = len(hyps) >= PROGRESS_MIN
-    bleu = corpus_bleu(hyps, refs, **bleu_options)
-    scores = {"bleu": bleu.score, "bleu_signature": bleu.signature}
-    if "METEOR" in metrics:
-        scores["meteor"] = meteor.score(hyps, refs, progress=progress).corpus
-    if "REP" in metrics:
-        scores["rep"] = corpus_rep(hyps, refs).score
-    if "DROP" in metrics:
-        scores["drop_by_symmetrization"] = {
-            name: corpus_drop(drop_aligner, output.sources, hyps, refs, symmetrize=name,
-                              progress=progress).score for name in symmetrizations}
-        scores["drop"] = scores["drop_by_symmetrization"][symmetrizations[0]]
-    return scores
-
-
 def attention_parameters(checkpoint: Path) -> int:
     """Parameters of the attention sites (fairseq's ``self_attn`` and ``encoder_attn``
     modules) in a checkpoint."""
@@ -151,7 +135,7 @@ def prepare_corpus(data: Path, work: Path, sources: List[str], metrics: List[str
     aligners = Aligners(corpus, work, drop["iterations"]) if corpus else None
     fertility = {}
     for source in sources:
-        print(f"[reproduce] fertility data: {source} ({data})", flush=True)
+        logger.info(f"fertility data: {source} ({data})")
         fertility[source] = (gold_fertility_data(corpus, work) if source == "gold"
                              else aligner_fertility_data(corpus, aligners, work))
     drop_aligner = (aligners.load(post_process_of(generate_flags)) if "DROP" in metrics
@@ -217,8 +201,7 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
                                *(["--seed", str(seed)] if seed is not None else [])],
                               source_data),
             (paper_setting(config, smoke, "batch", corpus) or {}).get("gpus"))
-        print(f"[reproduce] {i}/{len(runs)} train {name!r}: {max_update} updates of {batch}",
-              flush=True)
+        logger.info(f"{i}/{len(runs)} train {name!r}: {max_update} updates of {batch}")
         try:
             result = pipeline.train(done.data[name], work / slug(name),
                                     [*flags, *device_flags()], max_update, desc=name,
@@ -226,7 +209,7 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
         except RuntimeError as err:
             if model not in config.get("may_diverge", []):
                 raise
-            print(f"[reproduce] {name!r} did not train: {err}", flush=True)
+            logger.warning(f"{name!r} did not train: {err}")
             done.records[name] = {"failed": str(err)}
             continue
         record = done.records[name] = {"updates": result.updates,
@@ -234,8 +217,8 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
                                        "words_per_second": result.words_per_second,
                                        "batch": batch}
         if windows:
-            print(f"[reproduce] {name!r}: choosing the best of {windows['count']} averaging "
-                  "windows by validation BLEU", flush=True)
+            logger.info(f"{name!r}: choosing the best of {windows['count']} averaging "
+                        "windows by validation BLEU")
             done.checkpoints[name], record["window"], record["valid_bleu_by_window"] = \
                 choose_window(result.checkpoint.parent, windows, partial(
                     valid_bleu, config, smoke, corpus, done.data[name], work, name))
@@ -272,8 +255,8 @@ def pick_seed(config: dict, smoke: bool, row: dict, done: Trained, work: Path) -
         return
     seed = best(scores)
     chosen = row["candidates"][seed]
-    print(f"[reproduce] {row['train']!r}: seed {seed} (validation BLEU "
-          f"{scores[seed]:.2f})", flush=True)
+    logger.info(f"{row['train']!r}: seed {seed} (validation BLEU "
+                f"{scores[seed]:.2f})")
     done.checkpoints[row["train"]], done.data[row["train"]] = (done.checkpoints[chosen],
                                                                done.data[chosen])
     done.records[row["train"]] = {**done.records[chosen], "seed": seed,
@@ -296,10 +279,10 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
             settings = run_settings(config, smoke, row["corpus"])
             overrides, extra = row.get("overrides", {}), row.get("generate", [])
             subset = ["--gen-subset", row["subset"]] if row["subset"] else []
-            print(f"[reproduce] decode {row['train']!r}"
-                  + (f" with {overrides}" if overrides else "")
-                  + (f" {shlex.join(extra)}" if extra else "")
-                  + (f" on {row['subset']}" if subset else ""), flush=True)
+            logger.info(f"decode {row['train']!r}"
+                        + (f" with {overrides}" if overrides else "")
+                        + (f" {shlex.join(extra)}" if extra else "")
+                        + (f" on {row['subset']}" if subset else ""))
             name = slug(row["train"] + "-" + "-".join(f"{k}-{v}" for k, v in overrides.items())
                         + "-" + " ".join(extra + subset))
             generated = pipeline.generate(
@@ -314,9 +297,14 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
                     meteors[language] = Meteor(language)
                 meteor = meteors[language]
             output = generated.output
+            scores = scoring.score(
+                output.hypotheses, output.references, output.sources,
+                [name for name in metrics if name in scoring.METRICS],
+                bleu_options=settings["bleu"], meteor=meteor,
+                aligner=prepared[row["corpus"]].drop_aligner,
+                symmetrizations=drop["symmetrize"])
             decoded[row["key"]] = {
-                **score(output, metrics, settings["bleu"], meteor,
-                        prepared[row["corpus"]].drop_aligner, drop["symmetrize"]),
+                **scores.record(),
                 "sentences_per_second": generated.sentences_per_second,
                 "sentences": len(output.ids)}
     finally:
@@ -395,6 +383,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"--corpus-data {unknown[0]}=DIR: the config's corpora are "
                      f"{', '.join(config.get('corpora', {})) or 'none'}")
+    show_progress("reproduce")
     if args.smoke:
         raw = work / "raw"
         write_corpus(raw, **SMOKE_CORPUS)
@@ -431,7 +420,7 @@ def main(argv=None):
         write_text_atomic(tables / name, text)
     write_text_atomic(out / report_name, report)
     print(report)
-    print(f"[reproduce] done in {results['seconds']:.0f} s; wrote {out / report_name}")
+    logger.info(f"done in {results['seconds']:.0f} s; wrote {out / report_name}")
 
 
 if __name__ == "__main__":

@@ -21,13 +21,13 @@ comparison thus finishes over several sessions on machines that keep only the re
 """
 
 import json
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from ...evaluation import corpus_bleu, corpus_rep, read_generate_output
-from ...evaluation.drop import RECOMMENDED_SYMMETRIZATION, corpus_drop
+from ...evaluation import read_generate_output, scoring
 from ...files import read_lines, write_json_atomic
 from ...normalizers import SITES
 from .. import pipeline
@@ -35,6 +35,8 @@ from ..pipeline import device_flags
 from ..provenance import describe_machine
 from .corpus import Corpus, drop_sink
 from .models import Architecture
+
+logger = logging.getLogger(__name__)
 
 GENERATE = ["--beam", "5", "--batch-size", "128"]
 #: More epochs than any run has: an epoch interval that never comes.
@@ -96,7 +98,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     done = _read(folder / "row.json")
     translations = folder / f"generate-{corpus.first_test}.log"
     if done:
-        print(f"[compare]     {name}: finished before, reused", flush=True)
+        logger.info(f"    {name}: finished before, reused")
         if done["meteor"] is None and scorers.meteor and translations.exists():
             out = read_generate_output(read_lines(translations))
             done["meteor"] = scorers.meteor.score(out.hypotheses, out.references).corpus
@@ -182,27 +184,30 @@ def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> d
     and DROP on ``test``; speed; zero weights and learned alphas per site (teacher-forced
     on ``test``)."""
     checkpoint = folder / "checkpoint_best.pt"
-    bleu, first = {}, None  # METEOR, REP, DROP: on corpus.first_test
+    bleu, first = {}, None  # first: the generation of corpus.first_test, and its scores
     for split in corpus.tests:
         remove_bpe = ["--remove-bpe", corpus.remove_bpe] if corpus.remove_bpe else []
         generated = pipeline.generate(
             corpus.data, checkpoint, [*generate_flags, *corpus.generate_flags, *remove_bpe,
                                       "--gen-subset", split], folder / f"generate-{split}.log")
         out = generated.output
-        bleu[split] = corpus_bleu(out.hypotheses, out.references)
-        first = first or generated
-    out = first.output
-    sources = [drop_sink(line) for line in out.sources]
+        if first:
+            bleu[split] = scoring.score(out.hypotheses, out.references).bleu
+            continue
+        first = generated, scoring.score(
+            out.hypotheses, out.references, [drop_sink(line) for line in out.sources],
+            ["BLEU", "REP", "DROP", *(["METEOR"] if scorers.meteor else [])],
+            meteor=scorers.meteor, aligner=scorers.aligner)
+        bleu[split] = first[1].bleu
+    generated, scores = first
     stats = site_statistics(checkpoint, corpus.data)
     return {
         "bleu": {split: result.score for split, result in bleu.items()},
-        "bleu_signature": bleu["test"].signature,
-        "meteor": scorers.meteor.score(out.hypotheses, out.references).corpus
-        if scorers.meteor else None,
-        "rep": corpus_rep(out.hypotheses, out.references).score,
-        "drop": corpus_drop(scorers.aligner, sources, out.hypotheses, out.references,
-                            symmetrize=RECOMMENDED_SYMMETRIZATION).score,
-        "generate_sentences_per_second": first.sentences_per_second,
+        "bleu_signature": bleu[corpus.first_test].signature,
+        "meteor": scores.meteor.corpus if scores.meteor else None,
+        "rep": scores.rep.score,
+        "drop": scores.drop.score,
+        "generate_sentences_per_second": generated.sentences_per_second,
         "zero_fraction": {site: stats[site].zero_fraction for site in SITES if site in stats},
         "alphas": {site: stats[site].alphas for site in SITES
                    if site in stats and stats[site].alphas},

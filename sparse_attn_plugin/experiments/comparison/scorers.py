@@ -3,12 +3,15 @@
 language's preset (``other`` where Meteor 1.5 has none) and the DROP word aligner
 trained on the corpus's training pairs."""
 
+import logging
 from functools import cached_property
 
 from ...evaluation import Meteor
 from ...evaluation.aligner import train_aligner
 from ...evaluation.meteor import LANGUAGE_PRESETS
 from .corpus import Corpus
+
+logger = logging.getLogger(__name__)
 
 
 class Scorers:
@@ -17,7 +20,7 @@ class Scorers:
 
     @cached_property
     def aligner(self):
-        print("[compare] training the DROP word aligner on the training pairs", flush=True)
+        logger.info("training the DROP word aligner on the training pairs")
         return train_aligner(*self.corpus.training_text())
 
     @cached_property
@@ -27,7 +30,7 @@ class Scorers:
         try:
             return Meteor(language)
         except (RuntimeError, FileNotFoundError) as err:
-            print(f"[compare] METEOR skipped: {err}", flush=True)
+            logger.warning(f"METEOR skipped: {err}")
             return None
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 models train on: the corpus's own (gold) or the aligner's."""
 
 import json
+import logging
 import re
 import shutil
 import time
@@ -19,6 +20,8 @@ from ...evaluation.aligner import (
 )
 from ...files import write_text_atomic
 from .config import slug
+
+logger = logging.getLogger(__name__)
 
 #: Splits that get the aligner's fertility files (training, and validation loss).
 FERTILITY_SPLITS = ("train", "valid")
@@ -87,15 +90,15 @@ class Aligners:
             out = self.work / ("aligner" if post_process is None
                                else f"aligner-{slug(post_process)}")
             c = self.corpus
-            print("[reproduce] train the aligner on the training data"
-                  + (f" post-processed with {post_process}" if post_process else ""), flush=True)
+            logger.info("train the aligner on the training data"
+                        + (f" post-processed with {post_process}" if post_process else ""))
             started = time.time()
             aligner = train_aligner(c.lines("train", c.src, post_process),
                                     c.lines("train", c.tgt, post_process),
                                     iterations=self.iterations, sink=True)
             aligner.save(out)
-            print(f"[reproduce] aligner trained on {aligner.manifest['pairs']} pairs in "
-                  f"{time.time() - started:.1f} s; saved to {out}", flush=True)
+            logger.info(f"aligner trained on {aligner.manifest['pairs']} pairs in "
+                        f"{time.time() - started:.1f} s; saved to {out}")
             self.models[post_process] = out
             self._loaded[post_process] = aligner
         return self.models[post_process]
@@ -157,8 +160,7 @@ def aligner_fertility_data(corpus: Corpus, aligners: Aligners, work: Path) -> Fe
             write_text_atomic(corpus.fertility_file(split, out), fertility_text(fertilities))
             _write_guided(tables / ("guided.tsv" if split == "train" else f"guided-{split}.tsv"),
                           sources, fertilities)
-            print(f"[reproduce] aligner fertilities of {len(sources)} {split} sentences",
-                  flush=True)
+            logger.info(f"aligner fertilities of {len(sources)} {split} sentences")
     return FertilityData(out, tables / "guided.tsv")
 
 
