@@ -161,7 +161,7 @@ def main(argv=None):
     given = sys.argv[1:] if argv is None else [str(a) for a in argv]
     command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])
     settings = (f"{architecture.summary} (`--model {model}` in "
-                "`sparse_attn_plugin/comparison/models.py`); training stops after "
+                "`sparse_attn_plugin/experiments/comparison/models.py`); training stops after "
                 f"{schedule.patience} validations without a better loss, "
                 f"{schedule.minutes:g} minutes of training or {schedule.max_update} updates, "
                 f"whichever comes first; validation "

@@ -12,7 +12,7 @@ from sparse_attn_plugin.evaluation.cli import main, run
 from sparse_attn_plugin.evaluation.rep import corpus_rep
 from sparse_attn_plugin.evaluation.text import remove_bpe
 
-from conftest import BIN
+from helpers import BIN
 
 HYPS = ["the cat sat on the mat .", "a dog a dog barked", "very very good"]
 REFS = ["the cat sat on a mat .", "the dog barked", "very good"]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import BIN, REPO, fairseq_env
+from helpers import BIN, REPO, fairseq_env
 
 #: Every console script setup.py installs; each has a test below.
 SCRIPTS = ("sparse-attn-score", "sparse-attn-align", "sparse-attn-analyze", "sparse-attn-synth",

@@ -20,7 +20,7 @@ from sparse_attn_plugin.models.fertility_args import check_fertility_args, set_f
 from sparse_attn_plugin.modules import normalizer_options
 from sparse_attn_plugin.normalizers import NormalizerOptions
 
-from models import build, parse
+from helpers.models import build, parse
 
 
 def defined_exception_types():

@@ -10,32 +10,10 @@ from fairseq import checkpoint_utils
 
 from sparse_attn_plugin.normalizers import NAMES
 
-from conftest import BIN, PLUGIN, fairseq_env
-from models import TINY, attn_flags
+from helpers import BIN, PLUGIN, fairseq_env
+from helpers.models import TINY, attn_flags
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def run(cmd, check=True):
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=fairseq_env())
-    if check and proc.returncode != 0:
-        pytest.fail(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def train(data, save_dir, *flags, updates=8):
-    run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--arch",
-         "sparse_transformer", "--cpu", *TINY, "--optimizer", "adam", "--lr", "5e-3",
-         "--max-tokens", "1000", "--max-update", updates, "--save-dir", save_dir,
-         "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", *flags])
-    return save_dir / "checkpoint_last.pt"
-
-
-def generate(data, checkpoint, *flags):
-    out = run([BIN / "fairseq-generate", data, "--user-dir", PLUGIN, "--path",
-               checkpoint, "--beam", "3", "--max-len-b", "30", "--batch-size", "16", "--cpu",
-               *flags])
-    return [line for line in out.stdout.splitlines() if line.startswith("H-")]
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_data_prep import load_split
-from test_moses_parity import REALDATA, assert_same_lines, needs_realdata, read_gz
+from helpers.corpora import load_split
+from helpers import REALDATA, needs_realdata
+from helpers.corpora import assert_same_lines, read_gz
 
 from sparse_attn_plugin.files import read_lines, write_lines
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO
 MULTI30K = REALDATA / "multi30k"
 pytestmark = [needs_realdata, pytest.mark.filterwarnings("ignore::UserWarning")]
 

@@ -12,7 +12,7 @@ from scipy.spatial.distance import jensenshannon
 from sparse_attn_plugin.analysis import attention_statistics, learned_alphas
 from sparse_attn_plugin.analysis.attention_stats import HeadStats, head_statistics, jensen_shannon
 
-from models import attn_flags, batch, build, peaked
+from helpers.models import attn_flags, batch, build, peaked
 
 
 def test_top1_attention_keeps_exactly_one_key_per_real_query(synthetic_bin):

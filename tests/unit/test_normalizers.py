@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
-from scores import NEG_INF, random_scores
+from helpers.scores import NEG_INF, random_scores
 from torch.func import functional_call
 
 from sparse_attn_plugin.normalizers import (
@@ -23,7 +23,7 @@ from sparse_attn_plugin.normalizers import (
     check_fits,
 )
 
-from reference import apply_rows, entmax_ref, softmax_ref, topk_ref
+from helpers.reference import apply_rows, entmax_ref, softmax_ref, topk_ref
 
 # The normalisers of scores alone: the constrained ones also take bounds and are
 # tested in test_constrained.py.

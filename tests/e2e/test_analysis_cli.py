@@ -5,8 +5,8 @@ import csv
 
 import pytest
 import torch
-from test_constrained_cli import STRATEGY, fairseq_train
-from test_fairseq_cli import train
+from helpers.fairseq_runs import STRATEGY, fairseq_train
+from helpers.fairseq_runs import train
 
 from sparse_attn_plugin.analysis import cli
 from sparse_attn_plugin.analysis.teacher_forced import sentence_attention

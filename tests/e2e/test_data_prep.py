@@ -36,19 +36,6 @@ def prepare(module, tmp_path, raw, *flags):
         "--bpe-merges", "40", "--no-checksums", *flags])
 
 
-def load_split(dest, split, src, tgt):
-    """The binarised split as fairseq loads it: (source lines, target lines)."""
-    from fairseq.data import Dictionary, data_utils
-
-    sides = []
-    for lang in (src, tgt):
-        dictionary = Dictionary.load(str(dest / f"dict.{lang}.txt"))
-        data = data_utils.load_indexed_dataset(str(dest / f"{split}.{src}-{tgt}.{lang}"),
-                                               dictionary)
-        sides.append([dictionary.string(data[i]) for i in range(len(data))])
-    return sides
-
-
 # -- the shared pieces ----------------------------------------------------------------------------
 
 def test_atomic_outputs_leave_nothing_behind_when_a_step_fails(tmp_path):
@@ -296,7 +283,7 @@ def test_wmt14_joins_three_corpora_and_reads_the_sgm_test_set(tmp_path):
     assert len(files.read_lines(tok / "test.de")) == 7
 
 
-REAL_WMT14 = (Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+REAL_WMT14 = (REALDATA
               / "wmt14_en-de" / "text")
 
 
@@ -391,7 +378,7 @@ def test_every_corpus_resumes_reruns_and_names_a_damaged_archive(tmp_path, capsy
 def test_benchmark_measures_each_stage_and_scales_to_every_corpus(tmp_path):
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_data_prep.py"
+    path = REPO / "benchmarks" / "bench_data_prep.py"
     spec = importlib.util.spec_from_file_location("bench_data_prep", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fairseq import options
-from reproduction_fakes import fake_generate, fake_train
+from helpers.fakes import fake_generate, fake_train
 
 from data_prep import recipe, wmt14_en_de
 from data_prep.synthetic import binarize, build_lexicon, write_corpus
@@ -23,7 +23,7 @@ from sparse_attn_plugin.experiments.reproduction import config as reproduction_c
 from sparse_attn_plugin.experiments.reproduction.config import flag_value
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 
-from conftest import PLUGIN, REPO
+from helpers import PLUGIN, REPO
 
 CONFIG = REPO / "configs" / "xu2021_hard_attention.json"
 

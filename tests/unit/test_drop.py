@@ -5,7 +5,7 @@ import random
 from pathlib import Path
 
 import pytest
-from aligners import GreedyAligner
+from helpers.aligners import GreedyAligner
 
 from data_prep.synthetic import write_corpus
 from sparse_attn_plugin.evaluation.aligner import SINK, parse_pharaoh, train_aligner

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_normalizers.py"
+SCRIPT = REPO / "benchmarks" / "bench_normalizers.py"
 
 
 def load_bench():

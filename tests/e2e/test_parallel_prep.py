@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_data_prep import load_split
-from test_moses_parity import REALDATA, needs_realdata
+from helpers.corpora import load_split
+from helpers import REALDATA, needs_realdata
 
 from data_prep.download import checksum_of
 from sparse_attn_plugin.files import read_lines
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO
 PROG = "python -m data_prep.parallel"
 KFTT = REALDATA / "kftt_cicada30k"
 

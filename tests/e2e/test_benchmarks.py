@@ -12,7 +12,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def load_benchmark(name):
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    path = REPO / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -12,19 +12,12 @@ import pytest
 from data_prep import iwslt14_de_en, multi30k_de_en, recipe, subwords, text
 from sparse_attn_plugin import files
 
-REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-needs_realdata = pytest.mark.skipif(
-    not REALDATA.is_dir(), reason=f"needs ../shared/realdata ({REALDATA} is absent)")
+from helpers import REALDATA, needs_realdata
+from helpers.corpora import assert_same_lines, read_gz
+
 IWSLT14 = REALDATA / "iwslt14_de-en"
 FAIRSEQ = IWSLT14 / "iwslt14.tokenized.de-en"
 MULTI30K = REALDATA / "multi30k"
-
-
-def assert_same_lines(got, want, what):
-    assert len(got) == len(want), f"{what}: {len(got)} lines, expected {len(want)}"
-    bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-    assert not bad, (f"{what}: {len(bad)} of {len(want)} lines differ, the first "
-                     f"(line {bad[0] + 1}):\n  got  {got[bad[0]]}\n  want {want[bad[0]]}")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +84,3 @@ def test_tokenisation_and_lowercasing_as_the_perl_scripts():
         text.PerlMosesTokenizer("en", moses="2015")
 
 
-def read_gz(path):
-    """The lines of one of Multi30k's published ``.gz`` files."""
-    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-        return files.split_lines(f.read())

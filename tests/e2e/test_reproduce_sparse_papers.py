@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reproduction_fakes import fake_generate, fake_train
+from helpers.fakes import fake_generate, fake_train
 
 from data_prep.synthetic import binarize, write_corpus
 from sparse_attn_plugin.experiments import pipeline, reproduce
@@ -18,7 +18,7 @@ from sparse_attn_plugin.experiments.reproduction import batch, selection
 from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
 from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
-from conftest import REPO
+from helpers import REPO
 
 ZHAO = REPO / "configs" / "zhao2019_explicit_sparse.json"
 CORREIA = REPO / "configs" / "correia2019_adaptively_sparse.json"

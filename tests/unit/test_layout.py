@@ -5,7 +5,7 @@ runs our own code through ``python -m``."""
 import ast
 from pathlib import Path
 
-from conftest import REPO
+from helpers import REPO
 
 PACKAGE = REPO / "sparse_attn_plugin"
 #: Old module paths of commands now under ``experiments/``, kept for results files.

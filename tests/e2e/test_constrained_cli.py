@@ -6,23 +6,11 @@ import shutil
 
 import pytest
 import torch
-from test_fairseq_cli import run
+from helpers.fairseq_runs import run
 
-from conftest import BIN, PLUGIN
+from helpers import BIN, PLUGIN
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-LSTM = ["--arch", "sparse_lstm", "--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
-        "--task", "sparse_translation", "--attn-fn", "csparsemax", "--sink-token",
-        "--exhaustion-c", "0.2"]
-STRATEGY = {
-    "constant": ["--fertility", "constant", "--fertility-value", "2"],
-    "guided": ["--fertility", "guided"],
-    "predicted": ["--fertility", "predicted", "--fertility-predictor-embed-dim", "8",
-                  "--fertility-predictor-hidden-size", "8",
-                  "--criterion", "label_smoothed_cross_entropy_with_fertility"],
-}
-
 
 @pytest.fixture(scope="module")
 def guided_table(synthetic_bin, tmp_path_factory):
@@ -34,21 +22,6 @@ def guided_table(synthetic_bin, tmp_path_factory):
     run([align, "fertility", "--model", out / "model", "--src", raw / "train.src", "--tgt",
          raw / "train.tgt", "--out-fert", out / "train.fert", "--out-guided", out / "guided.tsv"])
     return out / "guided.tsv"
-
-
-def fairseq_train(data, save_dir, *flags, check=True, updates=6):
-    return run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--cpu", *LSTM, *flags,
-                "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000",
-                "--max-update", str(updates), "--save-dir", save_dir, "--no-epoch-checkpoints",
-                "--no-progress-bar", "--seed", "1"], check=check)
-
-
-def fairseq_generate(data, checkpoint, *flags):
-    out = run([BIN / "fairseq-generate", data, "--user-dir", PLUGIN, "--path", checkpoint,
-               "--task", "sparse_translation", "--beam", "3", "--max-len-b", "20",
-               "--batch-size", "16", "--required-batch-size-multiple", "1", "--cpu", *flags])
-    return {line.split("\t")[0]: line.split("\t")[1:] for line in out.stdout.splitlines()
-            if line.startswith("H-")}
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGY))

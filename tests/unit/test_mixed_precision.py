@@ -9,7 +9,7 @@ from fairseq import optim, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.optim.fp16_optimizer import FP16Optimizer, MemoryEfficientFP16Optimizer
 
-from models import batch, build, parse
+from helpers.models import batch, build, parse
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

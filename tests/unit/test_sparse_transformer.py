@@ -11,7 +11,7 @@ from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.modules import SparseMultiheadAttention
 from sparse_attn_plugin.normalizers import FITS, NAMES, SITES, EntmaxAlpha, build_normalizer
 
-from models import attn_flags, batch, build, decode_incrementally
+from helpers.models import attn_flags, batch, build, decode_incrementally
 
 SITE_OF = {"encoder": {"self_attn": "encoder_self"},
            "decoder": {"self_attn": "decoder_self", "encoder_attn": "decoder_cross"}}

@@ -8,15 +8,15 @@ import math
 import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
-from test_fairseq_cli import run
+from helpers.fairseq_runs import run
 
 from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.models.kernel_transformer import INPUT_PE
 from sparse_attn_plugin.modules.kernel_attention import PE_INTEGRATIONS
 from sparse_attn_plugin.normalizers.kernels import KERNELS
 
-from conftest import BIN, PLUGIN
-from models import TINY, batch, build, decode_incrementally, peaked, teacher_forced
+from helpers import BIN, PLUGIN
+from helpers.models import TINY, batch, build, decode_incrementally, peaked, teacher_forced
 
 INTEGRATIONS = PE_INTEGRATIONS[:-1]  # "none" is what --pe-sites leaves out
 
@@ -149,35 +149,6 @@ def test_symmetric_product_kernel_saves_a_third_of_the_xl_kernels_weights(synthe
     _, tied = kernel_model(synthetic_bin, "--kernel-symmetric")
     _, untied = kernel_model(synthetic_bin)
     assert 2 * attention_weight_count(tied) == attention_weight_count(untied)
-
-
-def fairseq_train(data, save_dir, *flags, check=True):
-    return run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--arch", "kernel_transformer",
-                "--cpu", *TINY, "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000",
-                "--max-update", "4", "--save-dir", save_dir, "--no-epoch-checkpoints",
-                "--no-progress-bar", "--seed", "1", *flags], check=check)
-
-
-def test_bad_pe_sites_give_one_line(synthetic_bin, tmp_path):
-    proc = fairseq_train(synthetic_bin, tmp_path, "--pe-sites", "encoder,decoder", check=False)
-    assert proc.returncode != 0
-    last = proc.stderr.strip().splitlines()[-1]
-    assert "--pe-sites takes 'none' or a comma-separated list" in last
-
-
-VARIANTS = [["--kernel", kind] for kind in KERNELS] + \
-    [["--pe-integration", pe, "--no-value-pe"] for pe in INTEGRATIONS if pe != "direct_sum"] + \
-    [["--kernel-symmetric", "--kernel", "rbf"], ["--pe-sites", "none"],
-     ["--pe-integration", INPUT_PE]]
-
-
-@pytest.mark.parametrize("flags", VARIANTS, ids=[" ".join(v) for v in VARIANTS])
-def test_train_then_generate(synthetic_bin, tmp_path, flags):
-    fairseq_train(synthetic_bin, tmp_path, *flags)
-    out = run([BIN / "fairseq-generate", synthetic_bin, "--user-dir", PLUGIN, "--path",
-               tmp_path / "checkpoint_last.pt", "--beam", "3", "--max-len-b", "20",
-               "--batch-size", "16", "--required-batch-size-multiple", "1", "--cpu"]).stdout
-    assert sum(line.startswith("H-") for line in out.splitlines()) == 40
 
 
 def test_the_proposed_kernel_stays_symmetric_where_there_are_no_positions(synthetic_bin):

@@ -10,7 +10,7 @@ from itertools import groupby
 from xml.sax.saxutils import unescape
 
 import pytest
-from test_moses_parity import REALDATA, needs_realdata
+from helpers import REALDATA, needs_realdata
 
 from data_prep import iwslt14_de_en, recipe, text, wmt14_en_de, wmt16_ro_en
 from sparse_attn_plugin import files

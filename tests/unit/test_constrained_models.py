@@ -20,7 +20,7 @@ from sparse_attn_plugin.modules.source_layout import SourceLayout
 from sparse_attn_plugin.tasks.coverage_penalty import CoverageSequenceGenerator, gnmt_score
 from sparse_attn_plugin.tasks.sparse_translation import fertility_path
 
-from models import batch, build, decode_incrementally, parse, peaked, teacher_forced
+from helpers.models import batch, build, decode_incrementally, parse, peaked, teacher_forced
 
 LSTM = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--dropout", "0",
         "--task", "sparse_translation"]

@@ -2,7 +2,7 @@
 own module's, DROP under several symmetrisations, and the record result files hold."""
 
 import pytest
-from aligners import GreedyAligner
+from helpers.aligners import GreedyAligner
 
 from sparse_attn_plugin.evaluation import corpus_bleu, corpus_rep, scoring
 from sparse_attn_plugin.evaluation.drop import corpus_drop
