@@ -1,7 +1,8 @@
 # sparse-attn: the README's commands. Everything lives in .venv/ at the repo root.
 #
 #   make install   create .venv/ and install torch, fairseq-fixed and the plugin (idempotent)
-#   make test      run the test suite (installs first)
+#   make test      run the whole test suite, both tiers (installs first; what CI runs)
+#   make test-unit the unit tier only: pure functions and in-process models, under 90 s
 #   make demo      train every kind of attention on the synthetic corpus and compare them
 #   make bench     speed ratios against softmax, written to results/bench/
 #   make lint      ruff over the package, tests, benchmarks and data_prep
@@ -22,8 +23,11 @@ FAIRSEQ_SPEC ?= fairseq-fixed==0.12.3.1
 FAIRSEQ_NEEDS := hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex sacrebleu scikit-learn tqdm packaging \
   tensorboardX
 STAMP := $(VENV)/.installed
+# pytest-xdist processes for make test (each one thread; the session fixtures are made
+# once per process).
+TEST_WORKERS ?= 2
 
-.PHONY: install test demo bench lint clean-venv
+.PHONY: install test test-unit demo bench lint clean-venv
 
 install: $(STAMP)
 
@@ -42,7 +46,10 @@ $(STAMP): setup.py requirements-dev.txt Makefile
 	touch $(STAMP)
 
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
+
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
 
 demo: install
 	$(BIN)/sparse-attn-compare --out results/demo

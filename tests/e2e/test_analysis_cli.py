@@ -5,13 +5,13 @@ import csv
 
 import pytest
 import torch
-from helpers.fairseq_runs import STRATEGY, fairseq_train
-from helpers.fairseq_runs import train
 
 from sparse_attn_plugin.analysis import cli
 from sparse_attn_plugin.analysis.teacher_forced import sentence_attention
 from sparse_attn_plugin.checkpoints import load_model
 from sparse_attn_plugin.normalizers import EntmaxAlpha
+
+from helpers.fairseq_runs import STRATEGY, fairseq_train, train
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -4,21 +4,16 @@ No timing is asserted: only that every normaliser and shape is reported, softmax
 the reference (ratio exactly 1.0) and every ratio is a positive finite number.
 """
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import torch
 
-SCRIPT = REPO / "benchmarks" / "bench_normalizers.py"
+from helpers import load_benchmark
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_normalizers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_normalizers")
 
 
 def test_quick_run_writes_complete_tables(tmp_path):

@@ -1,22 +1,14 @@
 """The benchmarks run end to end at a tiny scale and write
 complete tables (no timing is asserted: speed is only ever a ratio)."""
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
+from helpers import load_benchmark
+
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def load_benchmark(name):
-    path = REPO / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_training_benchmark_writes_ratios(tmp_path):

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 import torch
-from helpers.fairseq_runs import run
 
 from helpers import BIN, PLUGIN
+from helpers.fairseq_runs import LSTM, STRATEGY, fairseq_generate, fairseq_train, run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -7,7 +7,6 @@ import hashlib
 import http.server
 import json
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -26,6 +25,9 @@ from data_prep import (
     wmt16_ro_en,
 )
 from sparse_attn_plugin import files
+
+from helpers import REALDATA, load_benchmark
+from helpers.corpora import load_split
 
 
 def prepare(module, tmp_path, raw, *flags):
@@ -376,12 +378,7 @@ def test_every_corpus_resumes_reruns_and_names_a_damaged_archive(tmp_path, capsy
 
 
 def test_benchmark_measures_each_stage_and_scales_to_every_corpus(tmp_path):
-    import importlib.util
-
-    path = REPO / "benchmarks" / "bench_data_prep.py"
-    spec = importlib.util.spec_from_file_location("bench_data_prep", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_data_prep")
     bench.main(["--pairs", "300", "--workers", "1", "--out", tmp_path])
     record = json.loads((tmp_path / "data_prep.json").read_text())
     assert set(record["seconds"]) >= {"fetch", "raw text", "aligner fertilities", "binarise"}

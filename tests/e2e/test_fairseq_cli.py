@@ -11,6 +11,7 @@ from fairseq import checkpoint_utils
 from sparse_attn_plugin.normalizers import NAMES
 
 from helpers import BIN, PLUGIN, fairseq_env
+from helpers.fairseq_runs import generate, run, train
 from helpers.models import TINY, attn_flags
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -9,16 +9,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from helpers.corpora import load_split
-from helpers import REALDATA, needs_realdata
-from helpers.corpora import assert_same_lines, read_gz
 
 from sparse_attn_plugin.files import read_lines, write_lines
 
-REPO = REPO
+from helpers import REALDATA, REPO, needs_realdata
+from helpers.corpora import assert_same_lines, load_split, read_gz
+
 MULTI30K = REALDATA / "multi30k"
 pytestmark = [needs_realdata, pytest.mark.filterwarnings("ignore::UserWarning")]
 

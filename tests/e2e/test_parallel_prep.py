@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.corpora import load_split
-from helpers import REALDATA, needs_realdata
 
 from data_prep.download import checksum_of
 from sparse_attn_plugin.files import read_lines
 
-REPO = REPO
+from helpers import REALDATA, REPO, needs_realdata
+from helpers.corpora import load_split
+
 PROG = "python -m data_prep.parallel"
 KFTT = REALDATA / "kftt_cicada30k"
 

@@ -10,10 +10,11 @@ from itertools import groupby
 from xml.sax.saxutils import unescape
 
 import pytest
-from helpers import REALDATA, needs_realdata
 
 from data_prep import iwslt14_de_en, recipe, text, wmt14_en_de, wmt16_ro_en
 from sparse_attn_plugin import files
+
+from helpers import REALDATA, needs_realdata
 
 pytestmark = needs_realdata
 IWSLT15 = REALDATA / "iwslt15_en-vi"

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from fairseq import options
-from helpers.fakes import fake_generate, fake_train
 
 from data_prep import recipe, wmt14_en_de
 from data_prep.synthetic import binarize, build_lexicon, write_corpus
@@ -24,6 +23,7 @@ from sparse_attn_plugin.experiments.reproduction.config import flag_value
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 
 from helpers import PLUGIN, REPO
+from helpers.fakes import fake_generate, fake_train
 
 CONFIG = REPO / "configs" / "xu2021_hard_attention.json"
 
@@ -494,7 +494,7 @@ def test_a_model_that_may_not_diverge_still_stops_the_run(tmp_path, monkeypatch,
 def test_attention_parameters_count_every_attention_site(tmp_path, synthetic_bin):
     import torch
 
-    from models import build
+    from helpers.models import build
 
     _, model = build(synthetic_bin, "kernel_transformer", ["--pe-integration", "product_sym"])
     torch.save({"model": model.state_dict()}, tmp_path / "checkpoint.pt")

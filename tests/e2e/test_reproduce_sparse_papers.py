@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.fakes import fake_generate, fake_train
 
 from data_prep.synthetic import binarize, write_corpus
 from sparse_attn_plugin.experiments import pipeline, reproduce
@@ -19,6 +18,7 @@ from sparse_attn_plugin.experiments.reproduction import config as reproduction_c
 from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
 from helpers import REPO
+from helpers.fakes import fake_generate, fake_train
 
 ZHAO = REPO / "configs" / "zhao2019_explicit_sparse.json"
 CORREIA = REPO / "configs" / "correia2019_adaptively_sparse.json"

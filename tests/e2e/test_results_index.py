@@ -3,12 +3,11 @@
 import json
 import shutil
 
-from helpers.fakes import fake_generate, fake_train
-
 from sparse_attn_plugin.experiments import pipeline, reproduce, results_index
 from sparse_attn_plugin.experiments.provenance import provenance_header
 
 from helpers import REPO
+from helpers.fakes import fake_generate, fake_train
 
 
 def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch, synthetic_bin):

@@ -106,18 +106,16 @@ def test_meteor_through_the_cli_equals_the_driver(files):
 
 
 @pytest.fixture(scope="module")
-def aligned_corpus(tmp_path_factory):
-    """A small synthetic corpus, hypotheses with words deleted, and a trained aligner."""
-    from data_prep.synthetic import write_corpus
-    from sparse_attn_plugin.evaluation.aligner import train_aligner
-
-    root = tmp_path_factory.mktemp("drop")
-    write_corpus(root, train=1500, valid=10, test=60)
+def aligned_corpus(aligned_synthetic, tmp_path_factory):
+    """The session's synthetic test pairs and aligner, and hypotheses with every fifth
+    word (from the third) deleted."""
+    root, shared = tmp_path_factory.mktemp("drop"), aligned_synthetic.folder
+    for name in ("test.src", "test.tgt"):
+        shutil.copy(shared / name, root / name)
+    (root / "aligner").symlink_to(shared / "aligner")
     ref = (root / "test.tgt").read_text().splitlines()
     hyp = [" ".join(w for k, w in enumerate(line.split()) if k % 5 != 2) for line in ref]
     (root / "test.hyp").write_text("\n".join(hyp) + "\n")
-    train_aligner((root / "train.src").read_text().splitlines(),
-                  (root / "train.tgt").read_text().splitlines()).save(root / "aligner")
     return root
 
 

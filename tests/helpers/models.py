@@ -5,7 +5,7 @@ from fairseq import options, tasks
 
 from sparse_attn_plugin.normalizers import CONSTRAINED
 
-from conftest import PLUGIN
+from helpers import PLUGIN
 
 TINY = [
     "--encoder-layers", "2", "--decoder-layers", "2",

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.synthetic import write_corpus
 from sparse_attn_plugin.evaluation import align_cli
 from sparse_attn_plugin.evaluation.aligner import (
     SINK,
@@ -38,10 +37,8 @@ def lines(path):
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("align_corpus")
-    write_corpus(out, train=TRAIN, valid=20, test=TEST)
-    return out
+def corpus(aligned_synthetic):
+    return aligned_synthetic.folder
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +49,8 @@ def test_set(corpus):
 
 
 @pytest.fixture(scope="module")
-def aligner(corpus):
-    return train_aligner(lines(corpus / "train.src"), lines(corpus / "train.tgt"), sink=True)
+def aligner(aligned_synthetic):
+    return aligned_synthetic.aligner
 
 
 # -- the model ---------------------------------------------------------------------------------

@@ -3,11 +3,8 @@ KKT references written from the definitions (and a generic convex solver), float
 gradcheck for scores and bounds, simplex/bound/mask properties, feasibility
 handling, half precision and the paper's toy example."""
 
-import importlib.util
 import itertools
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -5,15 +5,15 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers.aligners import GreedyAligner
 
-from data_prep.synthetic import write_corpus
-from sparse_attn_plugin.evaluation.aligner import SINK, parse_pharaoh, train_aligner
+from sparse_attn_plugin.evaluation.aligner import SINK, parse_pharaoh
 from sparse_attn_plugin.evaluation.drop import (
     RECOMMENDED_SYMMETRIZATION,
     DropResult,
     corpus_drop,
 )
+
+from helpers.aligners import GreedyAligner
 
 
 def test_repeated_words_count_positions():
@@ -69,16 +69,14 @@ def test_bad_input_is_a_clear_error():
 
 # -- the real aligner on known deletions -------------------------------------------------------
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    """Aligner trained on 2k synthetic pairs (with the sink, as the paper), 300 test pairs,
-    and hypotheses = references with each word deleted with probability 0.15."""
-    out = tmp_path_factory.mktemp("drop_corpus")
-    write_corpus(out, train=2000, valid=20, test=300)
+def synthetic(aligned_synthetic):
+    """The session's aligner (2k synthetic pairs, with the sink, as the paper), its 300
+    test pairs, and hypotheses = references with each word deleted with probability
+    0.15."""
+    out, aligner = aligned_synthetic.folder, aligned_synthetic.aligner
 
     def lines(name):
         return Path(out / name).read_text(encoding="utf-8").splitlines()
-
-    aligner = train_aligner(lines("train.src"), lines("train.tgt"), sink=True)
     rng = random.Random(0)
     hyps, dropped, aligned = [], 0, 0
     for ref, gold in zip(lines("test.tgt"), map(parse_pharaoh, lines("test.align"))):

@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
-from helpers.scores import NEG_INF, random_scores
 
 from sparse_attn_plugin.normalizers import HardRetrieval, Normalizer
 from sparse_attn_plugin.normalizers.hard import RetrieveRows, one_hot, sample_keys
+
+from helpers.scores import NEG_INF, random_scores
 
 
 def dense_attend(normalizer: HardRetrieval, scores, values):

@@ -8,15 +8,12 @@ import math
 import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
-from helpers.fairseq_runs import run
 
 from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.models.kernel_transformer import INPUT_PE
 from sparse_attn_plugin.modules.kernel_attention import PE_INTEGRATIONS
-from sparse_attn_plugin.normalizers.kernels import KERNELS
 
-from helpers import BIN, PLUGIN
-from helpers.models import TINY, batch, build, decode_incrementally, peaked, teacher_forced
+from helpers.models import batch, build, decode_incrementally, peaked, teacher_forced
 
 INTEGRATIONS = PE_INTEGRATIONS[:-1]  # "none" is what --pe-sites leaves out
 

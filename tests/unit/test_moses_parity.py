@@ -4,8 +4,6 @@ the repository: fairseq's prepared IWSLT14 test set and Multi30k's own tokenised
 files), and the rules that real data does not reach against outputs of the scripts
 (today's Moses, and commit 3a0631a for ``moses="2017"``) recorded here."""
 
-import gzip
-from pathlib import Path
 
 import pytest
 

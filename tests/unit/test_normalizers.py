@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
-from helpers.scores import NEG_INF, random_scores
 from torch.func import functional_call
 
 from sparse_attn_plugin.normalizers import (
@@ -24,6 +23,7 @@ from sparse_attn_plugin.normalizers import (
 )
 
 from helpers.reference import apply_rows, entmax_ref, softmax_ref, topk_ref
+from helpers.scores import NEG_INF, random_scores
 
 # The normalisers of scores alone: the constrained ones also take bounds and are
 # tested in test_constrained.py.

@@ -2,10 +2,11 @@
 own module's, DROP under several symmetrisations, and the record result files hold."""
 
 import pytest
-from helpers.aligners import GreedyAligner
 
 from sparse_attn_plugin.evaluation import corpus_bleu, corpus_rep, scoring
 from sparse_attn_plugin.evaluation.drop import corpus_drop
+
+from helpers.aligners import GreedyAligner
 
 SOURCES = ["a b c", "d e", "a a b"]
 REFERENCES = ["A B C", "D E", "A A B"]

@@ -1,0 +1,35 @@
+"""What many tests share: the repository's paths, the virtualenv's executables, the real
+corpora beside the checkout, and fairseq subprocesses' environment. The other modules
+of this package hold runners, stand-ins and references (:mod:`.fairseq_runs`,
+:mod:`.models`, :mod:`.reference`, :mod:`.scores`, :mod:`.fakes`, :mod:`.aligners`,
+:mod:`.corpora`)."""
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PLUGIN = str(REPO / "sparse_attn_plugin")  # --user-dir, whatever the working directory
+#: ``../shared/realdata``: the real release files CI has beside the checkout.
+REALDATA = REPO.parent / "shared" / "realdata"
+needs_realdata = pytest.mark.skipif(
+    not REALDATA.is_dir(), reason=f"needs ../shared/realdata ({REALDATA} is absent)")
+
+
+def fairseq_env():
+    """Environment for fairseq subprocesses: one thread each, quiet warnings."""
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    return env
+
+
+def load_benchmark(name: str):
+    """``benchmarks/NAME.py`` as a module (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
