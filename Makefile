@@ -49,7 +49,7 @@ test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
 
 test-unit: install
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests/unit
 
 demo: install
 	$(BIN)/sparse-attn-compare --out results/demo
