@@ -43,7 +43,8 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: 
     if split_compounds:
         hypotheses = [split_hyphenated_compounds(h) for h in hypotheses]
         references = [split_hyphenated_compounds(r) for r in references]
-    metric = BLEU(tokenize=tokenize, lowercase=lowercase)
+    # Tokenised text is what tok:none is for: no "forgot to detokenize" warning then.
+    metric = BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none")
     result = metric.corpus_score(list(hypotheses), [list(references)])
     signature = str(metric.get_signature()) + ("|compounds:split" if split_compounds else "")
     return BleuResult(result.score, signature, str(result))

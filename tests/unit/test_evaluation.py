@@ -54,6 +54,14 @@ def test_bleu_equals_sacrebleu_cli(tmp_path, tokenize, lowercase):
     assert f"tok:{tokenize}" in ours.signature and ("case:lc" in ours.signature) == lowercase
 
 
+def test_tokenised_text_scored_as_such_draws_no_detokenize_warning(caplog):
+    lines = [f"sentence number {i} ." for i in range(150)]  # sacrebleu warns from 100
+    corpus_bleu(lines, lines, tokenize="none")
+    assert "forgot to detokenize" not in caplog.text
+    corpus_bleu(lines, lines, tokenize="13a")
+    assert "forgot to detokenize" in caplog.text  # where the warning means something
+
+
 def test_bleu_rejects_mismatched_counts():
     with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
         corpus_bleu(["a", "b"], ["a"])
