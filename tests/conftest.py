@@ -70,5 +70,5 @@ def alpha_run(synthetic_bin, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("alpha-run")
     train(synthetic_bin, save_dir, "--attn-fn", "entmax_alpha", "--entmax-alpha-init", "random",
           "--encoder-self-attn-fn", "sparsemax", "--lr", "5e-2", "--save-interval-updates", "1",
-          updates=3)
+          updates=3, in_process=True)
     return save_dir

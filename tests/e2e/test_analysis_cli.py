@@ -187,7 +187,8 @@ def test_a_checkpoint_the_analysis_cannot_use_is_one_line(alpha_run, synthetic_b
 
 
 def test_trajectory_of_a_model_without_learned_alpha_says_so(synthetic_bin, tmp_path, capsys):
-    checkpoint = train(synthetic_bin, tmp_path / "softmax", "--attn-fn", "softmax", updates=1)
+    checkpoint = train(synthetic_bin, tmp_path / "softmax", "--attn-fn", "softmax", updates=1,
+                       in_process=True)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["trajectory", str(checkpoint), "--out", str(tmp_path / "out")])
     assert exit_info.value.code == 1

@@ -1,6 +1,8 @@
-"""fairseq's own commands as subprocesses on tiny models: the transformer's (``train``,
-``generate``) and the constrained LSTM's (``fairseq_train``, ``fairseq_generate``, with
-the flags of each fertility strategy in ``STRATEGY``)."""
+"""fairseq's own commands on tiny models: the transformer's (``train``, ``generate``) and
+the constrained LSTM's (``fairseq_train``, ``fairseq_generate``, with the flags of each
+fertility strategy in ``STRATEGY``), as subprocesses; ``train(..., in_process=True)``
+trains through fairseq's own parser and ``fairseq_cli.train.main`` in this process, for
+tests whose subject is the trained model rather than the command."""
 
 import subprocess
 
@@ -17,12 +19,30 @@ def run(cmd, check=True):
     return proc
 
 
-def train(data, save_dir, *flags, updates=8):
-    run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--arch",
-         "sparse_transformer", "--cpu", *TINY, "--optimizer", "adam", "--lr", "5e-3",
-         "--max-tokens", "1000", "--max-update", updates, "--save-dir", save_dir,
-         "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", *flags])
+def train(data, save_dir, *flags, updates=8, in_process=False):
+    argv = [data, "--user-dir", PLUGIN, "--arch", "sparse_transformer", "--cpu", *TINY,
+            "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000", "--max-update",
+            updates, "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar",
+            "--seed", "1", *flags]
+    if in_process:
+        train_here(argv)
+    else:
+        run([BIN / "fairseq-train", *argv])
     return save_dir / "checkpoint_last.pt"
+
+
+def train_here(argv):
+    """``fairseq-train ARGV`` in this process, without its interpreter start-up."""
+    import logging
+
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq_cli import train as fairseq_train
+
+    logging.getLogger("fairseq").setLevel(logging.WARNING)  # its import set INFO on stdout
+    args = options.parse_args_and_arch(options.get_training_parser(), [str(a) for a in argv])
+    distributed_utils.call_main(convert_namespace_to_omegaconf(args), fairseq_train.main)
 
 
 def generate(data, checkpoint, *flags):
