@@ -98,11 +98,17 @@ def schedule_of(args) -> Schedule:
 
 
 def recorded_rows(out: Path) -> dict:
-    """The rows an earlier comparison wrote to ``out``, by name (none if it wrote none)."""
+    """The rows an earlier comparison wrote to ``out``, by name (none if it wrote none);
+    ValueError naming the file where ``comparison.json`` is not one this command wrote."""
     path = out / "comparison.json"
     if not path.exists():
         return {}
-    return {row["attention"]: row for row in json.loads(path.read_text())["rows"]}
+    try:
+        return {row["attention"]: row for row in json.loads(path.read_text())["rows"]}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not a comparison sparse-attn-compare wrote "
+                         f"({type(err).__name__}: {err}); move it away or choose another "
+                         "--out") from None
 
 
 def _stop(signum, frame):
@@ -135,6 +141,10 @@ def main(argv=None):
     label = args.data.name if args.data else "demo"
     out = args.out or Path("results") / ("compare/" + label if args.data else "demo")
     work = args.work_dir or Path(".work") / "compare" / label
+    try:
+        recorded = recorded_rows(out)
+    except ValueError as err:
+        parser.fail(err)
 
     show_progress("compare")
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
@@ -146,7 +156,6 @@ def main(argv=None):
     schedule = schedule_of(args)
     scorers = Scorers(corpus)
     titles = {name: title(architecture, name) for name in names}
-    recorded = recorded_rows(out)
     rows = []
     try:
         for i, name in enumerate(names, 1):

@@ -205,6 +205,18 @@ def test_compare_bad_input(tmp_path, args, message):
     assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
 
 
+@pytest.mark.parametrize("text", ["{not json", '{"rows": [{"bleu": 1}]}', "[]"])
+def test_compare_refuses_an_out_folder_holding_another_comparison_json(tmp_path, text):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "comparison.json").write_text(text)
+    proc = script("sparse-attn-compare", "--out", tmp_path / "out", "--work-dir",
+                  tmp_path / "work")
+    assert "comparison.json is not a comparison sparse-attn-compare wrote" in (
+        failed_in_one_line(proc, "sparse-attn-compare"))
+    assert (tmp_path / "out" / "comparison.json").read_text() == text  # left as it was
+    assert not (tmp_path / "work").exists()
+
+
 def test_toy_example_writes_figure1_and_exits_0(tmp_path):
     out = succeeded(script("sparse-attn-toy-example", "--out", tmp_path))
     assert out.startswith("# Malaviya et al. (2018), Figure 1")
