@@ -24,8 +24,9 @@ FAIRSEQ_NEEDS := hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex sacreble
   tensorboardX
 STAMP := $(VENV)/.installed
 # pytest-xdist processes for make test (each one thread; the session fixtures are made
-# once per process).
+# once per process, a module marked xdist_group runs on one of them).
 TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: install test test-unit demo bench lint clean-venv
 
@@ -46,10 +47,10 @@ $(STAMP): setup.py requirements-dev.txt Makefile
 	touch $(STAMP)
 
 test: install
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
+	$(PYTEST) tests
 
 test-unit: install
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests/unit
+	$(PYTEST) tests/unit
 
 demo: install
 	$(BIN)/sparse-attn-compare --out results/demo

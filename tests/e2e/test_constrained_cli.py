@@ -1,11 +1,18 @@
-"""Constrained attention through fairseq's own commands: fairseq-train -> fairseq-generate
-with each fertility strategy (the GUIDED table from sparse-attn-align), with and without
-the coverage penalty, and one-line errors for bad fertility inputs."""
+"""Constrained attention through fairseq's own commands: fairseq's train and generate
+with each fertility strategy (the GUIDED table from the session's aligner), with and
+without the coverage penalty, the two-stage predictor, a prepared corpus through the
+console scripts as a user types them, and one-line errors for bad fertility inputs."""
 
 import shutil
 
 import pytest
 import torch
+
+from sparse_attn_plugin.evaluation.aligner import (
+    aligner_fertilities,
+    guided_fertilities,
+    guided_text,
+)
 
 from helpers import BIN, PLUGIN
 from helpers.fairseq_runs import LSTM, STRATEGY, fairseq_generate, fairseq_train, run
@@ -13,29 +20,30 @@ from helpers.fairseq_runs import LSTM, STRATEGY, fairseq_generate, fairseq_train
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 @pytest.fixture(scope="module")
-def guided_table(synthetic_bin, tmp_path_factory):
-    """The GUIDED table of an aligner trained on the synthetic training text."""
-    raw, out = synthetic_bin.parent / "raw", tmp_path_factory.mktemp("aligner")
-    align = BIN / "sparse-attn-align"
-    run([align, "train", "--src", raw / "train.src", "--tgt", raw / "train.tgt", "--out",
-         out / "model", "--sink", "--quiet"])
-    run([align, "fertility", "--model", out / "model", "--src", raw / "train.src", "--tgt",
-         raw / "train.tgt", "--out-fert", out / "train.fert", "--out-guided", out / "guided.tsv"])
-    return out / "guided.tsv"
+def guided_table(synthetic_bin, aligned_synthetic, tmp_path_factory):
+    """The GUIDED table the session's aligner gives the synthetic training text (as
+    ``sparse-attn-align fertility --out-guided`` writes it)."""
+    raw = synthetic_bin.parent / "raw"
+    src, tgt = ((raw / name).read_text().splitlines() for name in ("train.src", "train.tgt"))
+    table = guided_fertilities(src, aligner_fertilities(aligned_synthetic.aligner, src, tgt))
+    path = tmp_path_factory.mktemp("aligner") / "guided.tsv"
+    path.write_text(guided_text(table))
+    return path
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGY))
 def test_train_then_generate_with_and_without_coverage_penalty(
         synthetic_bin, guided_table, tmp_path, strategy):
+    """fairseq's train and generate in process (the commands themselves: below)."""
     table = tmp_path / "guided.tsv"
     shutil.copy(guided_table, table)
     flags = STRATEGY[strategy] + (["--fertility-table", table] if strategy == "guided" else [])
-    log = fairseq_train(synthetic_bin, tmp_path, *flags).stdout
+    log = fairseq_train(synthetic_bin, tmp_path, *flags, in_process=True).stdout
     checkpoint = tmp_path / "checkpoint_last.pt"
     table.unlink()  # a GUIDED model decodes with the table its checkpoint holds
-    plain = fairseq_generate(synthetic_bin, checkpoint)
+    plain = fairseq_generate(synthetic_bin, checkpoint, in_process=True)
     penalised = fairseq_generate(synthetic_bin, checkpoint, "--coverage-penalty-beta", "0.4",
-                                 "--lenpen", "0.6")
+                                 "--lenpen", "0.6", in_process=True)
     assert len(plain) == len(penalised) == 40
     assert any(plain[k][0] != penalised[k][0] for k in plain), "the penalty changed no score"
     if strategy == "predicted":  # the criterion trained the predictor in the same run
@@ -51,7 +59,7 @@ def test_predictor_trained_on_its_own_then_with_the_translation_model(synthetic_
     checkpoint with the joint criterion, and the result decodes."""
     for updates in (3, 6):
         fairseq_train(synthetic_bin, tmp_path / f"tagger{updates}", *STRATEGY["predicted"],
-                      "--fertility-loss-only", updates=updates)
+                      "--fertility-loss-only", updates=updates, in_process=True)
     short, long = (parameters(tmp_path / f"tagger{n}" / "checkpoint_last.pt") for n in (3, 6))
     tagger = [k for k in long if ".fertility.predictor." in k]
     assert tagger and any(not torch.equal(short[k], long[k]) for k in tagger)
@@ -59,11 +67,12 @@ def test_predictor_trained_on_its_own_then_with_the_translation_model(synthetic_
     log = fairseq_train(synthetic_bin, tmp_path / "joint", *STRATEGY["predicted"],
                         "--restore-file", tmp_path / "tagger6" / "checkpoint_last.pt",
                         "--reset-optimizer", "--reset-dataloader", "--reset-meters",
-                        "--reset-lr-scheduler", updates=12).stdout
+                        "--reset-lr-scheduler", updates=12, in_process=True).stdout
     assert "fert_loss" in log
     joint = parameters(tmp_path / "joint" / "checkpoint_last.pt")
     assert any(not torch.equal(joint[k], long[k]) for k in long if k not in tagger)
-    assert len(fairseq_generate(synthetic_bin, tmp_path / "joint" / "checkpoint_last.pt")) == 40
+    assert len(fairseq_generate(synthetic_bin, tmp_path / "joint" / "checkpoint_last.pt",
+                                in_process=True)) == 40
 
 
 def one_line_error(proc):

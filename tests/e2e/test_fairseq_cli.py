@@ -14,20 +14,35 @@ from helpers import BIN, PLUGIN, fairseq_env
 from helpers.fairseq_runs import generate, run, train
 from helpers.models import TINY, attn_flags
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+# One worker trains the module's checkpoints (make test distributes by --dist loadgroup).
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
+              pytest.mark.xdist_group("fairseq_cli")]
+
+DECODER_HARD = {"decoder_self_attn_fn": "hard", "decoder_cross_attn_fn": "hard"}
+DECODER_SOFT = {"decoder_self_attn_fn": "softmax", "decoder_cross_attn_fn": "softmax"}
 
 
 @pytest.fixture(scope="module")
 def checkpoints(synthetic_bin, tmp_path_factory):
-    """One briefly trained checkpoint per normaliser."""
+    """One briefly trained checkpoint per normaliser (fairseq-train in process), and one
+    decoder-hard model (``hard-decoder``)."""
     root = tmp_path_factory.mktemp("ckpt")
-    return {name: train(synthetic_bin, root / name, *attn_flags(name, topk=3))
-            for name in NAMES}
+    trained = {name: train(synthetic_bin, root / name, *attn_flags(name, topk=3),
+                           in_process=True) for name in NAMES}
+    trained["hard-decoder"] = train(synthetic_bin, root / "hard-decoder", *[
+        f"--{k.replace('_', '-')}=hard" for k in DECODER_HARD], in_process=True)
+    return trained
+
+
+def test_console_scripts_train_then_generate(synthetic_bin, tmp_path):
+    """The user's path: fairseq-train and fairseq-generate as typed, with the plugin."""
+    checkpoint = train(synthetic_bin, tmp_path, "--attn-fn", "entmax15", updates=4)
+    assert len(generate(synthetic_bin, checkpoint)) == 40
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_train_then_generate(synthetic_bin, checkpoints, name):
-    hypotheses = generate(synthetic_bin, checkpoints[name])
+    hypotheses = generate(synthetic_bin, checkpoints[name], in_process=True)
     assert len(hypotheses) == 40  # one per test sentence
     state = torch.load(checkpoints[name], weights_only=True)  # torch>=2.6 default loading
     cfg = state["cfg"]["model"]
@@ -37,16 +52,12 @@ def test_train_then_generate(synthetic_bin, checkpoints, name):
 @pytest.mark.parametrize("trained,decode", [("entmax_alpha", "softmax"), ("softmax", "topk")])
 def test_model_overrides_switch_the_normaliser(synthetic_bin, checkpoints, trained, decode):
     overrides = {"attn_fn": decode}
-    assert len(generate(synthetic_bin, checkpoints[trained],
-                        "--model-overrides", repr(overrides))) == 40
+    assert len(generate(synthetic_bin, checkpoints[trained], "--model-overrides",
+                        repr(overrides), in_process=True)) == 40
     models, _ = checkpoint_utils.load_model_ensemble([str(checkpoints[trained])],
                                                      arg_overrides=overrides)
     kinds = {type(m).__name__ for n, m in models[0].named_modules() if n.endswith("normalizer")}
     assert kinds == {"Softmax" if decode == "softmax" else "TopK"}
-
-
-DECODER_HARD = {"decoder_self_attn_fn": "hard", "decoder_cross_attn_fn": "hard"}
-DECODER_SOFT = {"decoder_self_attn_fn": "softmax", "decoder_cross_attn_fn": "softmax"}
 
 
 def site_kinds(checkpoint, overrides):
@@ -61,24 +72,24 @@ def site_kinds(checkpoint, overrides):
     ("hard", DECODER_SOFT, {"encoder.self_attn": "Softmax", "decoder.self_attn": "Softmax",
                             "decoder.encoder_attn": "Softmax"}),
 ])
-def test_hard_retrieval_switched_at_decoding_time(synthetic_bin, checkpoints, tmp_path,
-                                                  trained, overrides, kinds):
+def test_hard_retrieval_switched_at_decoding_time(synthetic_bin, checkpoints, trained,
+                                                  overrides, kinds):
     """Xu et al. 2021, Table 4: a soft-trained model decoded with hard decoder
     attention, and a hard-trained model decoded with softmax."""
-    checkpoint = (checkpoints["softmax"] if trained == "soft" else
-                  train(synthetic_bin, tmp_path / "hard", *[f"--{k.replace('_', '-')}=hard"
-                                                            for k in DECODER_HARD]))
+    checkpoint = checkpoints["softmax" if trained == "soft" else "hard-decoder"]
     assert site_kinds(checkpoint, {}) != kinds
     assert site_kinds(checkpoint, overrides) == kinds
-    switched = generate(synthetic_bin, checkpoint, "--model-overrides", repr(overrides))
+    switched = generate(synthetic_bin, checkpoint, "--model-overrides", repr(overrides),
+                        in_process=True)
     assert len(switched) == 40
-    assert switched != generate(synthetic_bin, checkpoint), "the switch changed nothing"
+    assert switched != generate(synthetic_bin, checkpoint, in_process=True), \
+        "the switch changed nothing"
 
 
 def test_topk_train_only_switch_is_accepted(synthetic_bin, tmp_path):
     ckpt = train(synthetic_bin, tmp_path / "ck", "--attn-fn", "topk", "--topk-train-only",
-                 updates=2)
-    assert len(generate(synthetic_bin, ckpt)) == 40
+                 updates=2, in_process=True)
+    assert len(generate(synthetic_bin, ckpt, in_process=True)) == 40
 
 
 def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_path):
@@ -120,7 +131,8 @@ def test_fp16_training_keeps_learned_alphas_float32(synthetic_bin, tmp_path):
     float32 copy fairseq uses by default lives on a GPU; test_mixed_precision.py checks
     that wrapper in-process.)"""
     ckpt = train(synthetic_bin, tmp_path, "--attn-fn", "entmax_alpha", "--entmax-alpha-init",
-                 "1.03", "--fp16", "--fp16-no-flatten-grads", "--lr", "1e-4", updates=3)
+                 "1.03", "--fp16", "--fp16-no-flatten-grads", "--lr", "1e-4", updates=3,
+                 in_process=True)
     state = torch.load(ckpt, weights_only=True)["model"]
     start = torch.tensor(1.03 - 1).div(2 - 1.03).log()
     alphas = {k: v for k, v in state.items() if k.endswith("alpha_logit")}
@@ -130,7 +142,7 @@ def test_fp16_training_keeps_learned_alphas_float32(synthetic_bin, tmp_path):
         assert (z != start).any(), f"{key} did not train"
     weight = state["decoder.layers.0.fc1.weight"]
     assert torch.equal(weight.half().float(), weight), "not trained in float16"
-    assert len(generate(synthetic_bin, ckpt, "--fp16")) == 40
+    assert len(generate(synthetic_bin, ckpt, "--fp16", in_process=True)) == 40
 
 
 @pytest.mark.parametrize("flags,code,message", [

@@ -1,5 +1,6 @@
-"""The kernel transformer through fairseq's own commands: every kernel and positional
-variant trains and decodes, and bad flags give one line."""
+"""The kernel transformer through fairseq's own commands: it trains and decodes through
+the console scripts, every kernel and positional variant through fairseq's train and
+generate in process, and bad flags give one line."""
 
 import pytest
 
@@ -7,19 +8,33 @@ from sparse_attn_plugin.models.kernel_transformer import INPUT_PE
 from sparse_attn_plugin.modules.kernel_attention import PE_INTEGRATIONS
 from sparse_attn_plugin.normalizers.kernels import KERNELS
 
-from helpers import BIN, PLUGIN
-from helpers.fairseq_runs import run
+from helpers import PLUGIN
+from helpers.fairseq_runs import fairseq
 from helpers.models import TINY
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 INTEGRATIONS = PE_INTEGRATIONS[:-1]  # "none" is what --pe-sites leaves out
 
 
-def fairseq_train(data, save_dir, *flags, check=True):
-    return run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--arch", "kernel_transformer",
-                "--cpu", *TINY, "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000",
-                "--max-update", "4", "--save-dir", save_dir, "--no-epoch-checkpoints",
-                "--no-progress-bar", "--seed", "1", *flags], check=check)
+def fairseq_train(data, save_dir, *flags, check=True, in_process=False):
+    return fairseq("fairseq-train", [
+        data, "--user-dir", PLUGIN, "--arch", "kernel_transformer", "--cpu", *TINY,
+        "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000", "--max-update", "4",
+        "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1",
+        *flags], in_process, check)
+
+
+def train_then_generate(data, save_dir, *flags, in_process):
+    fairseq_train(data, save_dir, *flags, in_process=in_process)
+    out = fairseq("fairseq-generate", [
+        data, "--user-dir", PLUGIN, "--path", save_dir / "checkpoint_last.pt", "--beam", "3",
+        "--max-len-b", "20", "--batch-size", "16", "--required-batch-size-multiple", "1",
+        "--cpu"], in_process).stdout
+    assert sum(line.startswith("H-") for line in out.splitlines()) == 40
+
+
+def test_console_scripts_train_then_generate(synthetic_bin, tmp_path):
+    train_then_generate(synthetic_bin, tmp_path, in_process=False)
 
 
 def test_bad_pe_sites_give_one_line(synthetic_bin, tmp_path):
@@ -36,9 +51,5 @@ VARIANTS = [["--kernel", kind] for kind in KERNELS] + \
 
 
 @pytest.mark.parametrize("flags", VARIANTS, ids=[" ".join(v) for v in VARIANTS])
-def test_train_then_generate(synthetic_bin, tmp_path, flags):
-    fairseq_train(synthetic_bin, tmp_path, *flags)
-    out = run([BIN / "fairseq-generate", synthetic_bin, "--user-dir", PLUGIN, "--path",
-               tmp_path / "checkpoint_last.pt", "--beam", "3", "--max-len-b", "20",
-               "--batch-size", "16", "--required-batch-size-multiple", "1", "--cpu"]).stdout
-    assert sum(line.startswith("H-") for line in out.splitlines()) == 40
+def test_every_variant_trains_then_generates(synthetic_bin, tmp_path, flags):
+    train_then_generate(synthetic_bin, tmp_path, *flags, in_process=True)

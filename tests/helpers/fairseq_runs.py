@@ -1,10 +1,18 @@
 """fairseq's own commands on tiny models: the transformer's (``train``, ``generate``) and
 the constrained LSTM's (``fairseq_train``, ``fairseq_generate``, with the flags of each
-fertility strategy in ``STRATEGY``), as subprocesses; ``train(..., in_process=True)``
-trains through fairseq's own parser and ``fairseq_cli.train.main`` in this process, for
-tests whose subject is the trained model rather than the command."""
+fertility strategy in ``STRATEGY``).
 
+Each runs as a subprocess through the console script, as a user types it, or with
+``in_process=True`` through fairseq's own parser and ``fairseq_cli.{train,generate}.main``
+in the test process: the same code without an interpreter start-up (torch and fairseq
+imported again, about 4 s), for tests whose subject is the model or its decoding rather
+than the command line."""
+
+import io
+import logging
 import subprocess
+from contextlib import contextmanager, redirect_stdout
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,32 +32,63 @@ def train(data, save_dir, *flags, updates=8, in_process=False):
             "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000", "--max-update",
             updates, "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar",
             "--seed", "1", *flags]
-    if in_process:
-        train_here(argv)
-    else:
-        run([BIN / "fairseq-train", *argv])
+    fairseq("fairseq-train", argv, in_process)
     return save_dir / "checkpoint_last.pt"
 
 
-def train_here(argv):
-    """``fairseq-train ARGV`` in this process, without its interpreter start-up."""
-    import logging
+def generate(data, checkpoint, *flags, in_process=False):
+    out = fairseq("fairseq-generate", [
+        data, "--user-dir", PLUGIN, "--path", checkpoint, "--beam", "3", "--max-len-b", "30",
+        "--batch-size", "16", "--cpu", *flags], in_process)
+    return [line for line in out.stdout.splitlines() if line.startswith("H-")]
 
+
+def fairseq(command, argv, in_process=False, check=True):
+    """``COMMAND ARGV`` (``fairseq-train`` or ``fairseq-generate``): what it wrote
+    (``stdout``: the hypotheses of generate, the log of train in process) and
+    ``returncode``."""
+    if not in_process:
+        return run([BIN / command, *argv], check=check)
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.distributed import utils as distributed_utils
+    from fairseq_cli import generate as fairseq_generate
     from fairseq_cli import train as fairseq_train
 
-    logging.getLogger("fairseq").setLevel(logging.WARNING)  # its import set INFO on stdout
-    args = options.parse_args_and_arch(options.get_training_parser(), [str(a) for a in argv])
-    distributed_utils.call_main(convert_namespace_to_omegaconf(args), fairseq_train.main)
+    training = command == "fairseq-train"
+    parser = options.get_training_parser() if training else options.get_generation_parser()
+    # --num-workers 0: batches made in this process; a forked loader worker's shutdown
+    # here can wait out torch's 5 s join timeout.
+    args = options.parse_args_and_arch(parser, [*map(str, argv), "--num-workers", "0"])
+    with _fairseq_log() as log, redirect_stdout(io.StringIO()) as printed:
+        if training:
+            distributed_utils.call_main(convert_namespace_to_omegaconf(args), fairseq_train.main)
+        else:
+            fairseq_generate.main(args)
+    return SimpleNamespace(stdout=printed.getvalue() + log.getvalue(), returncode=0)
 
 
-def generate(data, checkpoint, *flags):
-    out = run([BIN / "fairseq-generate", data, "--user-dir", PLUGIN, "--path",
-               checkpoint, "--beam", "3", "--max-len-b", "30", "--batch-size", "16", "--cpu",
-               *flags])
-    return [line for line in out.stdout.splitlines() if line.startswith("H-")]
+@contextmanager
+def _fairseq_log():
+    """What fairseq logs at INFO while the block runs, as text (and not on stdout)."""
+    text, root = io.StringIO(), logging.getLogger()
+    handler = logging.StreamHandler(text)
+    levels = {name: logging.getLogger(name).level for name in ("fairseq", "fairseq_cli")}
+    shown = [h for h in root.handlers if getattr(h, "stream", None) is not None
+             and type(h) is logging.StreamHandler]  # fairseq_cli's basicConfig on stdout
+    for name in levels:
+        logging.getLogger(name).setLevel(logging.INFO)
+    for h in shown:
+        root.removeHandler(h)
+    root.addHandler(handler)
+    try:
+        yield text
+    finally:
+        root.removeHandler(handler)
+        for h in shown:
+            root.addHandler(h)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 LSTM = ["--arch", "sparse_lstm", "--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
@@ -64,16 +103,17 @@ STRATEGY = {
 }
 
 
-def fairseq_train(data, save_dir, *flags, check=True, updates=6):
-    return run([BIN / "fairseq-train", data, "--user-dir", PLUGIN, "--cpu", *LSTM, *flags,
-                "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000",
-                "--max-update", str(updates), "--save-dir", save_dir, "--no-epoch-checkpoints",
-                "--no-progress-bar", "--seed", "1"], check=check)
+def fairseq_train(data, save_dir, *flags, check=True, updates=6, in_process=False):
+    return fairseq("fairseq-train", [
+        data, "--user-dir", PLUGIN, "--cpu", *LSTM, *flags, "--optimizer", "adam", "--lr",
+        "5e-3", "--max-tokens", "1000", "--max-update", str(updates), "--save-dir", save_dir,
+        "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1"], in_process, check)
 
 
-def fairseq_generate(data, checkpoint, *flags):
-    out = run([BIN / "fairseq-generate", data, "--user-dir", PLUGIN, "--path", checkpoint,
-               "--task", "sparse_translation", "--beam", "3", "--max-len-b", "20",
-               "--batch-size", "16", "--required-batch-size-multiple", "1", "--cpu", *flags])
+def fairseq_generate(data, checkpoint, *flags, in_process=False):
+    out = fairseq("fairseq-generate", [
+        data, "--user-dir", PLUGIN, "--path", checkpoint, "--task", "sparse_translation",
+        "--beam", "3", "--max-len-b", "20", "--batch-size", "16",
+        "--required-batch-size-multiple", "1", "--cpu", *flags], in_process)
     return {line.split("\t")[0]: line.split("\t")[1:] for line in out.stdout.splitlines()
             if line.startswith("H-")}
