@@ -1,23 +1,20 @@
 """sparse-attn: sparse, constrained, hard and kernel attention for fairseq.
 
 Load with ``--user-dir sparse_attn_plugin``. Importing the package registers its
-models with fairseq and lets torch>=2.6 load fairseq checkpoints; loaded by a fairseq
-command, it makes the plugin's errors end that command with one line
-(:mod:`.errors`). Without fairseq installed, ``normalizers`` and ``evaluation`` still
-work (they never import it).
+models, tasks and criterions with fairseq and lets torch>=2.6 load fairseq checkpoints,
+as soon as fairseq is imported (:mod:`.registration`): at once under fairseq's
+``--user-dir``; an importer that never imports fairseq (the scoring and corpus commands)
+never loads torch or fairseq. Loaded by a fairseq command, it makes the plugin's errors
+end that command with one line (:mod:`.errors`).
 """
 
 import sys
-from importlib.util import find_spec
 
-from .checkpoint_globals import allow_fairseq_checkpoint_globals
 from .errors import one_line_errors_at_fairseq_cli
+from .registration import register_with_fairseq
 
 __version__ = "0.1.0"
 
-allow_fairseq_checkpoint_globals()
+register_with_fairseq()
 if "fairseq_cli" in sys.modules:  # fairseq-train, fairseq-generate, ... --user-dir
     one_line_errors_at_fairseq_cli()
-
-if find_spec("fairseq") is not None:
-    from . import criterions, models, tasks  # noqa: F401  (registers them with fairseq)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-import torch
 from tqdm import tqdm
 
 from ..evaluation import GenerateOutput, read_generate_output
@@ -32,6 +31,8 @@ WHOLE_SUBSET = ["--required-batch-size-multiple", "1"]
 
 def device_flags() -> List[str]:
     """``--cpu`` where no GPU is visible, so fairseq's commands run anywhere."""
+    import torch  # here: the commands that only read or prepare files start without it
+
     return [] if torch.cuda.is_available() else ["--cpu"]
 
 

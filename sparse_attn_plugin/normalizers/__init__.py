@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..errors import SettingsError
-from .base import SITES, Normalizer, Softmax
+from ..sites import SITES
+from .base import Normalizer, Softmax
 from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
 from .entmax_family import (
     ALPHA_MAX,

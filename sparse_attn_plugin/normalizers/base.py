@@ -23,9 +23,6 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-#: The attention sites of an encoder-decoder transformer, as named on the command line.
-SITES = ("encoder_self", "decoder_self", "decoder_cross")
-
 
 def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
     """``normalize(scores)`` in float32 or wider, with all-zero weights (and zero

@@ -5,8 +5,8 @@ from pathlib import Path
 from typing import List, Sequence
 
 from ...evaluation.drop import RECOMMENDED_SYMMETRIZATION
-from ...normalizers import SITES
 from ...results_io import markdown_table
+from ...sites import SITES
 from ..provenance import describe_machine, provenance_header
 from .corpus import Corpus
 from .published import published_rows

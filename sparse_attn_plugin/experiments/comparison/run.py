@@ -29,7 +29,7 @@ from typing import List, Optional
 
 from ...evaluation import read_generate_output, scoring
 from ...files import read_lines, write_json_atomic
-from ...normalizers import SITES
+from ...sites import SITES
 from .. import pipeline
 from ..pipeline import device_flags
 from ..provenance import describe_machine
