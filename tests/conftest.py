@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 TIERS = ("unit", "e2e")
+HELPERS = Path(__file__).parent / "helpers"
 # One thread for every test and every subprocess it starts: the tests' models are tiny,
 # and two threads per test on a busy 2-core machine spend most of their time waiting on
 # each other (a test that takes 0.5 s on one thread took 6-8 s). Speed ratios are the
@@ -72,3 +73,39 @@ def alpha_run(synthetic_bin, tmp_path_factory):
           "--encoder-self-attn-fn", "sparsemax", "--lr", "5e-2", "--save-interval-updates", "1",
           updates=3, in_process=True)
     return save_dir
+
+
+@pytest.fixture(scope="session")
+def fairseq_server(tmp_path_factory):
+    """The session's fork servers for fairseq-train and fairseq-generate
+    (``helpers/fairseq_server.py``): the folder of their sockets."""
+    import subprocess
+    import sys
+
+    from helpers import fairseq_env
+
+    folder = tmp_path_factory.mktemp("fairseq-server")
+    servers = [subprocess.Popen(
+        [sys.executable, str(HELPERS / "fairseq_server.py"), str(folder), command],
+        stdout=subprocess.PIPE, text=True, env=fairseq_env())
+        for command in ("fairseq-train", "fairseq-generate")]
+    for server in servers:
+        assert server.stdout.readline().strip() == "ready", "a fairseq fork server did not start"
+    yield folder
+    for server in servers:
+        server.kill()
+        server.wait()
+
+
+@pytest.fixture
+def fast_fairseq(fairseq_server, monkeypatch):
+    """The drivers' ``fairseq-train`` and ``fairseq-generate`` (``pipeline.fairseq_command``)
+    run by the fork server: the same commands with the same arguments, output and exit
+    status, without an interpreter start-up each. For tests whose subject is the driver;
+    the commands as a user types them are tested in test_fairseq_cli.py and the others."""
+    import sys
+
+    from sparse_attn_plugin.experiments import pipeline
+
+    client = [sys.executable, "-S", str(HELPERS / "fairseq_client.py"), str(fairseq_server)]
+    monkeypatch.setattr(pipeline, "fairseq_command", lambda name: [*client, name])

@@ -8,7 +8,8 @@ import pytest
 
 from helpers import load_benchmark
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
+              pytest.mark.usefixtures("fast_fairseq")]
 
 
 def test_training_benchmark_writes_ratios(tmp_path):

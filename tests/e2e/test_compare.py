@@ -9,7 +9,8 @@ import pytest
 from sparse_attn_plugin.experiments import compare
 from sparse_attn_plugin.experiments.comparison.corpus import CorpusError, open_corpus
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
+              pytest.mark.usefixtures("fast_fairseq")]
 TINY = ["--train-size", "200", "--eval-size", "30", "--max-updates", "12",
         "--validate-every", "6"]
 

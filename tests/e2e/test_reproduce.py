@@ -25,6 +25,8 @@ from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 from helpers import PLUGIN, REPO
 from helpers.fakes import fake_generate, fake_train
 
+pytestmark = pytest.mark.usefixtures("fast_fairseq")
+
 CONFIG = REPO / "configs" / "xu2021_hard_attention.json"
 
 

@@ -20,6 +20,8 @@ from sparse_attn_plugin.experiments.reproduction.config import flag_value
 from helpers import REPO
 from helpers.fakes import fake_generate, fake_train
 
+pytestmark = pytest.mark.usefixtures("fast_fairseq")
+
 ZHAO = REPO / "configs" / "zhao2019_explicit_sparse.json"
 CORREIA = REPO / "configs" / "correia2019_adaptively_sparse.json"
 TINY_CORPUS = {"train": 600, "valid": 20, "test": 30}
