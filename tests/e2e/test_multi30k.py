@@ -1,7 +1,7 @@
 """Multi30k De-En on the real files (``../shared/realdata/multi30k``): the recipe offline
 makes the dataset's own tokenised files and binarises them with its four test sets, and
 ``sparse-attn-compare --smoke`` runs end to end on a slice of the corpus, prepared with
-``python -m data_prep.parallel``: a tiny 1.5-entmax model trains a few hundred updates
+``python -m data_prep.parallel``: a tiny 1.5-entmax model trains 200 updates
 with falling validation loss and translates with BLEU above zero (a smoke run: a check
 that the pipeline works on real language, not a result; the other rows' wiring is
 test_compare.py's on the synthetic corpus)."""
@@ -68,16 +68,16 @@ def test_compare_smoke_run_on_a_slice_of_multi30k(tmp_path):
         "--work-dir", tmp_path / "work")
     out = tmp_path / "out"
     proc = run("sparse_attn_plugin.experiments.compare", "--data", tmp_path / "bin" / "slice",
-               "--model", "tiny", "--rows", "entmax15", "--smoke", "--max-updates", "300",
-               "--validate-every", "100", "--out", out, "--work-dir", tmp_path / "compare")
+               "--model", "tiny", "--rows", "entmax15", "--smoke", "--max-updates", "200",
+               "--validate-every", "50", "--out", out, "--work-dir", tmp_path / "compare")
     assert "[compare] done" in proc.stdout
     report = (out / "README.md").read_text()
     assert "SMOKE RUN" in report and "| BLEU flickr2016 | BLEU mscoco2017 |" in report
     rows = json.loads((out / "comparison.json").read_text())["rows"]
     assert [r["attention"] for r in rows] == ["entmax15"]
     losses = [loss for _, loss in rows[0]["validation_curve"]]
-    assert len(losses) == 3 and losses[0] > losses[1] > losses[2]
-    assert rows[0]["updates"] == 300 and rows[0]["bleu"]["test"] > 0
+    assert len(losses) == 4 and losses[0] > losses[1] > losses[2] > losses[3]
+    assert rows[0]["updates"] == 200 and rows[0]["bleu"]["test"] > 0
     assert rows[0]["bleu"]["test1"] > 0
     assert rows[0]["zero_fraction"]["decoder_cross"] > 0  # 1.5-entmax: exact zeros
 
