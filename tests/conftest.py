@@ -76,15 +76,18 @@ def alpha_run(synthetic_bin, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def fairseq_server(tmp_path_factory):
+def fairseq_server():
     """The session's fork servers for fairseq-train and fairseq-generate
-    (``helpers/fairseq_server.py``): the folder of their sockets."""
+    (``helpers/fairseq_server.py``): the folder of their sockets, a short path under
+    /tmp (a socket's path may not pass 107 bytes, and pytest's temporary folders can)."""
+    import shutil
     import subprocess
     import sys
+    import tempfile
 
     from helpers import fairseq_env
 
-    folder = tmp_path_factory.mktemp("fairseq-server")
+    folder = Path(tempfile.mkdtemp(prefix="fairseq-", dir="/tmp"))
     servers = [subprocess.Popen(
         [sys.executable, str(HELPERS / "fairseq_server.py"), str(folder), command],
         stdout=subprocess.PIPE, text=True, env=fairseq_env())
@@ -95,6 +98,7 @@ def fairseq_server(tmp_path_factory):
     for server in servers:
         server.kill()
         server.wait()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
