@@ -26,7 +26,7 @@ STAMP := $(VENV)/.installed
 # pytest-xdist processes for make test (each one thread; the session fixtures are made
 # once per process, a module marked xdist_group runs on one of them).
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: install test test-unit demo bench lint clean-venv
 

@@ -27,10 +27,15 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
+    """Mark each test with its tier, and put the ``slow`` ones first: with
+    ``-n 2 --dist loadgroup --no-loadscope-reorder`` (make test) a worker takes the next
+    test (or xdist group) in this order when it is free, so the long ones start at once
+    and the short ones fill in beside them."""
     for item in items:
         tier = Path(str(item.fspath)).parent.name
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")

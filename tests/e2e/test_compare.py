@@ -15,6 +15,7 @@ TINY = ["--train-size", "200", "--eval-size", "30", "--max-updates", "12",
         "--validate-every", "6"]
 
 
+@pytest.mark.slow
 def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     out, work = tmp_path / "out", tmp_path / "work"
     compare.main([*TINY, "--rows", "softmax,entmax_alpha,csparsemax,kernel_rbf",

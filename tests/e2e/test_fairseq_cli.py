@@ -16,7 +16,7 @@ from helpers.models import TINY, attn_flags
 
 # One worker trains the module's checkpoints (make test distributes by --dist loadgroup).
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
-              pytest.mark.xdist_group("fairseq_cli")]
+              pytest.mark.xdist_group("fairseq_cli"), pytest.mark.slow]
 
 DECODER_HARD = {"decoder_self_attn_fn": "hard", "decoder_cross_attn_fn": "hard"}
 DECODER_SOFT = {"decoder_self_attn_fn": "softmax", "decoder_cross_attn_fn": "softmax"}

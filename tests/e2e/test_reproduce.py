@@ -30,9 +30,10 @@ pytestmark = pytest.mark.usefixtures("fast_fairseq")
 CONFIG = REPO / "configs" / "xu2021_hard_attention.json"
 
 
+@pytest.mark.slow
 def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "SMOKE_CORPUS", {"train": 600, "valid": 20, "test": 30})
-    reproduce.main([CONFIG, "--smoke", "--updates", "6", "--work-dir", tmp_path / "work",
+    reproduce.main([CONFIG, "--smoke", "--updates", "2", "--work-dir", tmp_path / "work",
                     "--out", tmp_path / "out"])
     record = json.loads((tmp_path / "out" / "smoke.json").read_text())
     config = reproduction_config.load_config(CONFIG)
@@ -57,7 +58,8 @@ def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="translated 24 of 30 sentences"):
         pipeline.generate(tmp_path / "work" / "bin", tmp_path / "work" / "softmax" /
                           "checkpoint_last.pt", ["--cpu", "--batch-size", "128",
-                                                 "--required-batch-size-multiple", "8"],
+                                                 "--required-batch-size-multiple", "8",
+                                                 "--beam", "1", "--max-len-b", "5"],
                           tmp_path / "dropped.log")
 
 
@@ -282,7 +284,7 @@ def test_constrained_model_on_the_aligners_fertilities_really_trains_and_decodes
 @SLOW
 def test_constrained_smoke_runs_every_table_row(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "SMOKE_CORPUS", TINY_CORPUS)
-    reproduce.main([MALAVIYA, "--smoke", "--updates", "6", "--work-dir", tmp_path / "work",
+    reproduce.main([MALAVIYA, "--smoke", "--updates", "2", "--work-dir", tmp_path / "work",
                     "--out", tmp_path / "out"])
     record = json.loads((tmp_path / "out" / "smoke.json").read_text())
     assert len(record["trained"]) == 13 and len(record["decoded"]) == 15

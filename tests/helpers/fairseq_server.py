@@ -7,8 +7,9 @@ run.
 (``fairseq-train`` or ``fairseq-generate``; one server each, as their imports configure
 logging differently) and listens on ``FOLDER/COMMAND``; for each request it forks a child
 that takes the client's stdin, stdout and stderr, working folder, environment and
-arguments, and runs the command's own ``cli_main`` there (the plugin is imported by its
-``--user-dir``, as in a fresh process); the child sends its exit status back.
+arguments, and runs the command's own ``cli_main`` there, loading batches in the child
+(the plugin is imported by its ``--user-dir``, as in a fresh process); the child sends
+its exit status back.
 ``fairseq_client.py`` is the other end: a console-script stand-in that starts without
 site-packages. The server process is single-threaded and never runs torch, so forking
 it is safe.
@@ -51,7 +52,10 @@ def _run(conn, request, fds, cli_main) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.argv = [request["command"], *request["argv"]]
+    # --num-workers 0: batches made in the child itself; a loader worker forked from it
+    # waits out torch's 5 s shutdown timeout at the end of every epoch.
+    loader = [] if "--num-workers" in request["argv"] else ["--num-workers", "0"]
+    sys.argv = [request["command"], *request["argv"], *loader]
     code = 0
     try:
         cli_main()

@@ -14,8 +14,10 @@ from sparse_attn_plugin.evaluation.meteor import (
     find_meteor_jar,
 )
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None,
-                                reason="METEOR needs Java (java is not on PATH)")
+# One worker runs the module: its fixtures start Java with the English tables (about 10 s).
+pytestmark = [pytest.mark.skipif(shutil.which("java") is None,
+                                 reason="METEOR needs Java (java is not on PATH)"),
+              pytest.mark.xdist_group("meteor"), pytest.mark.slow]
 
 EN_HYP = ["the cat is on the mat .", "The fast brown fox jumped over a lazy dog!", "",
           "he said that the meeting would be postponed", "it was a big house", "Thank you ."]
@@ -59,18 +61,29 @@ def meteor_en():
         yield meteor
 
 
-def test_fixed_english_pairs_match_jar(meteor_en, tmp_path):
-    # The last two pairs match fully (synonym, paraphrase): the corpus score needs the jar's
-    # own addition of statistics, which leaves out their chunks.
+@pytest.fixture(scope="module")
+def english_pairs(tmp_path_factory):
+    """The fixed pairs, then 300 random ones, with the jar's scores of them all (one jar
+    run: loading its English paraphrase table takes about 10 s)."""
+    hyps, refs = random_pairs(300)
+    hyps, refs = EN_HYP + hyps, EN_REF + refs
+    return hyps, refs, run_jar(tmp_path_factory.mktemp("jar"), hyps, refs, "en")
+
+
+def test_fixed_english_pairs_match_jar(meteor_en, english_pairs):
+    hyps, refs, (segments, _) = english_pairs
     result = meteor_en.score(EN_HYP, EN_REF)
-    assert_matches_jar(result, run_jar(tmp_path, EN_HYP, EN_REF, "en"))
+    assert [s / 100 for s in result.sentences] == pytest.approx(segments[:len(EN_HYP)],
+                                                                abs=1e-12)
     assert result.sentences[2] == 0.0  # empty hypothesis
 
 
-def test_many_pairs_and_split_calls_match_jar(meteor_en, tmp_path):
-    hyps, refs = random_pairs(300)
+def test_many_pairs_and_split_calls_match_jar(meteor_en, english_pairs):
+    # The fixed pairs' last two match fully (synonym, paraphrase): the corpus score needs
+    # the jar's own addition of statistics, which leaves out their chunks.
+    hyps, refs, jar = english_pairs
     result = meteor_en.score(hyps, refs)
-    assert_matches_jar(result, run_jar(tmp_path, hyps, refs, "en"))
+    assert_matches_jar(result, jar)
     first, second = meteor_en.score(hyps[:120], refs[:120]), meteor_en.score(hyps[120:], refs[120:])
     assert first.sentences + second.sentences == result.sentences
     assert meteor_en.score(hyps, refs) == result
