@@ -7,8 +7,11 @@
 #   make bench     speed ratios against softmax, written to results/bench/
 #   make lint      ruff over the package, tests, benchmarks and data_prep
 #
-# Choose another torch build with TORCH_SPEC / TORCH_INDEX, e.g. for CUDA 12.8:
-#   make install TORCH_SPEC="torch==2.8.0" TORCH_INDEX="--index-url https://download.pytorch.org/whl/cu128"
+#   make clean-venv remove .venv/
+#
+# Choose another torch build with TORCH_SPEC / TORCH_INDEX (tested: 2.13.0+cpu), e.g. CUDA 12.8:
+#   make install TORCH_INDEX="--index-url https://download.pytorch.org/whl/cu128"
+# A spec other than the installed one replaces torch and rebuilds fairseq (README: Installing).
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -22,7 +25,15 @@ FAIRSEQ_SPEC ?= fairseq-fixed==0.12.3.1
 # tensorboardX serves --tensorboard-logdir (and silences fairseq's import-time notice).
 FAIRSEQ_NEEDS := hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex sacrebleu scikit-learn tqdm packaging \
   tensorboardX
+# The stamp holds the torch and fairseq specs it was installed with: another spec
+# (TORCH_SPEC, TORCH_INDEX, FAIRSEQ_SPEC) makes it out of date, and install then replaces
+# torch and rebuilds fairseq's extensions against it (they link torch; pip's wheel cache
+# would hand back ones built against the old torch).
 STAMP := $(VENV)/.installed
+SPEC := $(strip $(TORCH_SPEC) $(TORCH_INDEX) $(FAIRSEQ_SPEC))
+ifneq ($(SPEC),$(strip $(shell cat $(STAMP) 2>/dev/null)))
+.PHONY: $(STAMP)
+endif
 # pytest-xdist processes for make test (each one thread; the session fixtures are made
 # once per process, a module marked xdist_group runs on one of them).
 TEST_WORKERS ?= 2
@@ -34,17 +45,23 @@ install: $(STAMP)
 
 $(STAMP): setup.py requirements-dev.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@was="$$(cat $(STAMP) 2>/dev/null)"; if [ -n "$$was" ] && [ "$$was" != "$(SPEC)" ]; then \
+	  echo "make install: installed with '$$was', asked for '$(SPEC)':" \
+	       "replacing torch and rebuilding fairseq"; \
+	  $(PIP) uninstall -y torch fairseq-fixed && touch $(VENV)/.rebuild; fi
 	$(PIP) install $(TORCH_INDEX) "$(TORCH_SPEC)"
 	$(PIP) install "numpy>=1.24,<2.3" cython setuptools wheel
 	$(BIN)/python -c "import fairseq" 2>/dev/null || \
-	  $(PIP) install --no-deps --no-build-isolation "$(FAIRSEQ_SPEC)"
+	  $(PIP) install --no-deps --no-build-isolation \
+	    $$(test -f $(VENV)/.rebuild && echo --no-cache-dir) "$(FAIRSEQ_SPEC)"
+	rm -f $(VENV)/.rebuild
 	$(PIP) install $(FAIRSEQ_NEEDS)
 	$(PIP) install -r requirements-dev.txt
 	# Meteor 1.5 (jar + English paraphrases) ships in pycocoevalcap; its pycocotools need is unused.
 	$(PIP) install --no-deps "pycocoevalcap==1.2"
 	$(PIP) install --no-build-isolation -e .
 	$(BIN)/python -c "import torch, fairseq, entmax, sparse_attn_plugin; print('torch', torch.__version__, '| fairseq', fairseq.__version__)"
-	touch $(STAMP)
+	echo "$(SPEC)" > $(STAMP)
 
 test: install
 	$(PYTEST) tests
