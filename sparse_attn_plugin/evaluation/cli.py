@@ -18,7 +18,8 @@ from pathlib import Path
 from ..command_line import CommandParser
 from ..files import InputError, read_lines, write_text_atomic
 from . import scoring
-from .aligner import DEFAULT_SYMMETRIZATION, MANIFEST, SYMMETRIZATIONS, Aligner
+from .aligner import MANIFEST, SYMMETRIZATIONS, Aligner
+from .drop import DROP_SYMMETRIZATION, PUBLISHED_SYMMETRIZATION
 from .generate_output import read_generate_output
 from .meteor import Meteor
 from .scoring import METRICS, metric_names
@@ -120,9 +121,10 @@ def build_parser():
     p.add_argument("--remove-bpe", nargs="?", const="subword_nmt", default=None,
                    metavar="SCHEME", help="undo BPE first: subword_nmt (default) or sentencepiece")
     p.add_argument("--aligner", type=Path, help="DROP's word aligner (sparse-attn-align train)")
-    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=DEFAULT_SYMMETRIZATION,
-                   help="DROP's alignment symmetrisation (default: the published "
-                        "grow-diag-final-and; forward tracks true drops best, see README)")
+    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=DROP_SYMMETRIZATION,
+                   help=f"DROP's alignment symmetrisation (default {DROP_SYMMETRIZATION}, "
+                        "which tracks true drops best; the paper's is "
+                        f"{PUBLISHED_SYMMETRIZATION}, see README)")
     p.add_argument("--json", type=Path, help="write the scores as JSON (- for stdout)")
     p.add_argument("--per-sentence", type=Path,
                    help="write per-sentence REP, METEOR and DROP (dropped/aligned) as TSV")

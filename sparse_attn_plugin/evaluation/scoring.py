@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from . import PROGRESS_MIN
 from .bleu import BleuResult, corpus_bleu
-from .drop import RECOMMENDED_SYMMETRIZATION, DropResult, corpus_drop
+from .drop import DROP_SYMMETRIZATION, DropResult, corpus_drop
 from .meteor import Meteor, MeteorResult
 from .rep import RepResult, corpus_rep
 
@@ -65,7 +65,7 @@ class Scores:
 def score(hypotheses: Sequence[str], references: Sequence[str],
           sources: Optional[Sequence[str]] = None, metrics: Sequence[str] = ("BLEU",), *,
           bleu_options: Optional[dict] = None, meteor: Optional[Meteor] = None,
-          aligner=None, symmetrizations: Sequence[str] = (RECOMMENDED_SYMMETRIZATION,)
+          aligner=None, symmetrizations: Sequence[str] = (DROP_SYMMETRIZATION,)
           ) -> Scores:
     """``metrics`` (names of :data:`METRICS`) of ``hypotheses`` against one reference
     each. BLEU: sacreBLEU with ``bleu_options`` (:func:`corpus_bleu`'s); METEOR: with the

@@ -119,15 +119,17 @@ def aligned_corpus(aligned_synthetic, tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("symmetrize", ["grow-diag-final-and", "forward"])
+@pytest.mark.parametrize("symmetrize", ["grow-diag-final-and", "forward", None])
 def test_drop_through_the_cli_equals_corpus_drop(aligned_corpus, symmetrize, capsys):
     from sparse_attn_plugin.evaluation.aligner import Aligner
     from sparse_attn_plugin.evaluation.drop import corpus_drop
 
     d = aligned_corpus
+    chosen = [] if symmetrize is None else ["--symmetrize", symmetrize]
     scores = run(["--hyp", str(d / "test.hyp"), "--ref", str(d / "test.tgt"), "--src",
                    str(d / "test.src"), "--metrics", "drop", "--aligner", str(d / "aligner"),
-                   "--symmetrize", symmetrize])
+                   *chosen])
+    symmetrize = symmetrize or "forward"  # the default: the one that tracks true drops
     lines = [(d / f"test.{x}").read_text().splitlines() for x in ("src", "hyp", "tgt")]
     direct = corpus_drop(Aligner.load(d / "aligner"), *lines, symmetrize=symmetrize)
     assert scores["drop"]["score"] == pytest.approx(direct.score)

@@ -4,7 +4,7 @@ and the figures, from the rows :mod:`.run` returns."""
 from pathlib import Path
 from typing import List, Sequence
 
-from ...evaluation.drop import RECOMMENDED_SYMMETRIZATION
+from ...evaluation.drop import DROP_SYMMETRIZATION
 from ...results_io import markdown_table
 from ...sites import SITES
 from ..provenance import describe_machine, provenance_header
@@ -103,7 +103,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "(Meteor 1.5), REP (repeated bigrams not in the reference, x100 over reference "
         "tokens, lower is better) and DROP (the share of aligned source words the "
         f"translation leaves unaligned: fast_align trained on the training pairs, "
-        f"`{RECOMMENDED_SYMMETRIZATION}` alignments, lower is better) are on the first "
+        f"`{DROP_SYMMETRIZATION}` alignments, lower is better) are on the first "
         "test split; zero weights are the share of exactly-zero attention weights among "
         "unmasked keys, teacher-forced on that split; speed columns are ratios to softmax "
         "measured on one machine (fairseq's median training words/s, and generation "

@@ -85,6 +85,7 @@ from typing import List, Optional, Tuple
 
 from ...errors import SparseAttnError
 from ...evaluation.aligner import SYMMETRIZATIONS
+from ...evaluation.drop import PUBLISHED_SYMMETRIZATION
 from ...evaluation.meteor import LANGUAGE_PRESETS
 
 REQUIRED = ("name", "paper", "settings_note", "data", "prepare", "train_flags", "max_update",
@@ -105,7 +106,7 @@ PAPER_KEYS = ("BLEU", "METEOR", "REP", "DROP", "speed-up", "train speed-up")
 SUBSETS = ("valid", "test")
 FERTILITY_SOURCES = ("gold", "aligner")
 PLACEHOLDERS = ("guided_table",)
-DROP_DEFAULTS = {"symmetrize": "grow-diag-final-and", "iterations": 5}
+DROP_DEFAULTS = {"symmetrize": PUBLISHED_SYMMETRIZATION, "iterations": 5}
 SELECT_KEYS = ("seeds", "average_windows")
 WINDOW_KEYS = ("size", "step", "count")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
