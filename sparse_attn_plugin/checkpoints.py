@@ -54,6 +54,21 @@ def read_checkpoint(checkpoint: Path, read: Callable[[str], dict]) -> dict:
     return state
 
 
+def read_checkpoint_lazily(checkpoint: Path) -> dict:
+    """A checkpoint's state with its tensors memory-mapped, not read (a few KB read for a
+    checkpoint of any size); CheckpointError as :func:`read_checkpoint`."""
+    import torch
+
+    return read_checkpoint(checkpoint, lambda path: torch.load(
+        path, map_location="cpu", weights_only=False, mmap=True))
+
+
+def updates_of(state: dict) -> int:
+    """The training updates a checkpoint's state records (0 where it records none)."""
+    history = state.get("optimizer_history") or [{}]
+    return int(history[-1].get("num_updates", 0))
+
+
 def load_model(checkpoint: Path, data: Path):
     """``(model, task)``: the model of ``checkpoint`` (eval mode, CPU) and its task
     reading the binarised corpus ``data``."""

@@ -21,9 +21,13 @@ import io
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-import torch
-
-from ..checkpoints import CheckpointError, load_model, read_checkpoint, saved_checkpoints
+from ..checkpoints import (
+    CheckpointError,
+    load_model,
+    read_checkpoint_lazily,
+    saved_checkpoints,
+    updates_of,
+)
 from ..command_line import CommandParser
 from ..files import write_text_atomic
 from ..normalizers import SITES, EntmaxAlpha
@@ -86,7 +90,10 @@ def run_heads(args) -> List[Path]:
     for (site, _), module in stats.items():
         alphas.setdefault(site, []).extend(module.alphas or [])
     if any(alphas.values()):
-        written.append(plots.alpha_histograms(alphas, args.out / f"{name}-alphas.png"))
+        updates = updates_of(read_checkpoint_lazily(args.checkpoint))
+        written.append(plots.alpha_histograms(
+            alphas, args.out / f"{name}-alphas.png",
+            f"{name}: learned alpha per head after {updates} updates"))
     return written
 
 
@@ -109,15 +116,13 @@ def checkpoints_of(paths: List[Path]) -> List[Path]:
 
 def learned_alphas_of(checkpoint: Path) -> Tuple[int, Dict[Tuple[str, int], List[float]]]:
     """``(updates, {(site, layer): alphas})`` read from a checkpoint's parameters."""
-    state = read_checkpoint(checkpoint, lambda path: torch.load(
-        path, map_location="cpu", weights_only=False, mmap=True))
+    state = read_checkpoint_lazily(checkpoint)
     alphas = {}
     for key, value in state["model"].items():
         module, _, parameter = key.rpartition(".")
         if parameter == "alpha_logit" and reads_attention(module):
             alphas[site_of(module), layer_of(module)] = EntmaxAlpha.alpha_of(value).tolist()
-    history = state.get("optimizer_history") or [{}]
-    return int(history[-1].get("num_updates", 0)), alphas
+    return updates_of(state), alphas
 
 
 def run_trajectory(args) -> List[Path]:
@@ -141,7 +146,10 @@ def run_trajectory(args) -> List[Path]:
             lines += [f"{update},{site},{layer},{head},{alpha:.6f}"
                       for head, alpha in enumerate(per_step[i])]
     return [write_text_atomic(args.out / f"{name}-alpha-trajectory.csv", "\n".join(lines) + "\n"),
-            plots.alpha_trajectories(updates, series, args.out / f"{name}-alpha-trajectory.png")]
+            plots.alpha_trajectories(
+                updates, series, args.out / f"{name}-alpha-trajectory.png",
+                f"{name}: learned alpha of every head over updates {updates[0]}-{updates[-1]} "
+                f"({len(updates)} checkpoints)")]
 
 
 # -- maps --------------------------------------------------------------------------------------
@@ -152,10 +160,14 @@ def run_maps(args) -> List[Path]:
         model, task = load_model(checkpoint, args.data)
         weights, queries, keys, layer = sentence_attention(
             model, task, args.subset, args.sentence, args.site, args.layer, args.head)
-        panels.append((f"{label}: {args.site}, layer {layer}, head {args.head}",
+        updates = updates_of(read_checkpoint_lazily(checkpoint))
+        panels.append((f"{label} ({updates} updates): layer {layer} (from 0), "
+                       f"{'mean of the heads' if args.head == 'mean' else f'head {args.head}'}",
                        weights, queries, keys))
     name = args.name or "-vs-".join(labels)
-    return [plots.attention_maps(panels, args.out / f"{name}-maps.png")]
+    title = (f"{Path(args.data).name}, {args.subset} sentence {args.sentence}, teacher-forced: "
+             f"{plots.SITE_TITLES[args.site]}")
+    return [plots.attention_maps(panels, args.out / f"{name}-maps.png", args.site, title)]
 
 
 # -- command line ------------------------------------------------------------------------------

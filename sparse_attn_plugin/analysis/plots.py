@@ -1,10 +1,12 @@
 """PNG figures of the analyses: learned alpha per site (Correia et al. 2019, Figure 2),
 alpha trajectories during training (their Figure 4), attention maps side by side, and
-a comparison's BLEU, sparsity and training curves per model."""
+a comparison's BLEU, sparsity by site and training curves per model. Every figure takes
+a ``title`` that says what data, how many updates and what is compared; layers are
+numbered from 0, as ``--layer`` counts them."""
 
 import logging
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from torch import Tensor
 
@@ -12,7 +14,14 @@ from ..files import atomic_path
 from ..normalizers import SITES
 
 SITE_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
-               "decoder_cross": "context attention"}
+               "decoder_cross": "cross-attention"}
+#: (x axis, y axis) of an attention map per site: keys across, queries down; a decoder
+#: row is labelled with the token it predicts (its input is the token before it).
+MAP_AXES = {"encoder_self": ("source token (key)", "source token (query)"),
+            "decoder_self": ("previous target token (key)", "target token predicted"),
+            "decoder_cross": ("source token", "target token predicted")}
+SITE_COLOURS = {"encoder_self": "tab:orange", "decoder_self": "tab:green",
+                "decoder_cross": "tab:purple"}
 
 
 def _pyplot():
@@ -25,36 +34,40 @@ def _pyplot():
     return plt
 
 
-def _save(figure, path: Path) -> Path:
+def _save(figure, path: Path, title: str) -> Path:
+    figure.suptitle(title, fontsize=10)
     with atomic_path(path) as partial:
         figure.savefig(partial, format="png", dpi=120, bbox_inches="tight")
     _pyplot().close(figure)
     return Path(path)
 
 
-def alpha_histograms(alphas: Dict[str, List[float]], path: Path) -> Path:
-    """One histogram per site of the learned alphas of all its heads, on [1, 2]."""
+def alpha_histograms(alphas: Dict[str, List[float]], path: Path, title: str) -> Path:
+    """One histogram per site of the learned alphas of all its heads, every layer's heads
+    pooled, on [1, 2] in bins of 0.05."""
     plt = _pyplot()
     sites = [site for site in SITES if alphas.get(site)]
-    figure, axes = plt.subplots(1, len(sites), figsize=(4 * len(sites), 3), squeeze=False,
-                                sharey=True)
+    figure, axes = plt.subplots(1, len(sites), figsize=(4 * len(sites), 3.4), squeeze=False,
+                                sharey=True, layout="constrained")
     for ax, site in zip(axes[0], sites):
-        ax.hist(alphas[site], bins=[1 + i / 20 for i in range(21)], color="tab:blue")
-        ax.set_title(f"{SITE_TITLES[site]} ({len(alphas[site])} heads)")
+        ax.hist(alphas[site], bins=[1 + i / 20 for i in range(21)], color="tab:blue",
+                edgecolor="white", linewidth=0.8)
+        ax.set_title(f"{SITE_TITLES[site]}: {len(alphas[site])} heads,\nall layers pooled",
+                     fontsize=9)
         ax.set_xlabel("learned alpha")
         ax.set_xlim(1, 2)
     axes[0][0].set_ylabel("heads")
-    return _save(figure, path)
+    return _save(figure, path, title)
 
 
 def alpha_trajectories(updates: Sequence[int], alphas: Dict[Tuple[str, int], List[List[float]]],
-                       path: Path) -> Path:
+                       path: Path, title: str) -> Path:
     """Alpha of every head against training updates, one panel per site, a line per
     (layer, head); ``alphas[(site, layer)][i]`` holds the heads' alphas at ``updates[i]``."""
     plt = _pyplot()
     sites = [site for site in SITES if any(s == site for s, _ in alphas)]
-    figure, axes = plt.subplots(1, len(sites), figsize=(4.5 * len(sites), 3.2), squeeze=False,
-                                sharey=True)
+    figure, axes = plt.subplots(1, len(sites), figsize=(4.5 * len(sites), 3.4), squeeze=False,
+                                sharey=True, layout="constrained")
     for ax, site in zip(axes[0], sites):
         layers = sorted(layer for s, layer in alphas if s == site)
         colours = plt.get_cmap("viridis")
@@ -65,58 +78,66 @@ def alpha_trajectories(updates: Sequence[int], alphas: Dict[Tuple[str, int], Lis
                         color=colours(layer / max(len(layers) - 1, 1)),
                         label=f"layer {layer}" if head == 0 else None)
         ax.set_title(SITE_TITLES[site])
-        ax.set_xlabel("updates")
+        ax.set_xlabel("training updates")
         ax.set_ylim(1, 2)
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("alpha")
-    return _save(figure, path)
+        ax.legend(fontsize=7, title="a line per head", title_fontsize=7)  # coloured by layer
+    axes[0][0].set_ylabel("learned alpha")
+    return _save(figure, path, title)
 
 
 def attention_maps(panels: Sequence[Tuple[str, Tensor, List[str], List[str]]],
-                   path: Path) -> Path:
-    """Heat maps side by side: each panel is ``(title, weights (T, S), target tokens,
-    source tokens)``; exact zeros are white, so sparsity shows."""
+                   path: Path, site: str, title: str) -> Path:
+    """Heat maps side by side of one ``site``: each panel is ``(title, weights (T, S),
+    query tokens, key tokens)``; exact zeros are white, so sparsity shows."""
     plt = _pyplot()
     width = sum(max(3.5, 0.32 * len(p[3]) + 2.0) for p in panels)
     figure, axes = plt.subplots(1, len(panels), squeeze=False, layout="constrained",
                                 figsize=(width, 0.32 * max(len(p[2]) for p in panels) + 1.5))
-    for ax, (title, weights, targets, sources) in zip(axes[0], panels):
+    for ax, (panel_title, weights, targets, sources) in zip(axes[0], panels):
         shown = weights.masked_fill(weights == 0, float("nan")).numpy()
         image = ax.imshow(shown, cmap="Blues", vmin=0, vmax=1, aspect="auto")
         ax.set_xticks(range(len(sources)), sources, rotation=90, fontsize=8)
         ax.set_yticks(range(len(targets)), targets, fontsize=8)
-        ax.set_title(title, fontsize=9)
-        figure.colorbar(image, ax=ax, fraction=0.04)
-    return _save(figure, path)
+        ax.set_title(panel_title, fontsize=9)
+        ax.set_xlabel(MAP_AXES[site][0])
+        figure.colorbar(image, ax=ax, fraction=0.04, label="attention weight")
+    axes[0][0].set_ylabel(MAP_AXES[site][1])
+    return _save(figure, path, title)
 
 
 def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
-                    zero_share: Sequence[Optional[float]], path: Path) -> Path:
-    """Two bar panels per model: BLEU, and the share of exactly-zero attention weights
-    (None: the model has no normaliser to count, shown as n/a)."""
+                    zero_shares: Sequence[Dict[str, float]], path: Path, title: str,
+                    bleu_label: str = "BLEU (test)") -> Path:
+    """Two bar panels per model: BLEU, and the share of exactly-zero attention weights at
+    each site (a bar per site; none where the model has no normaliser to count, n/a)."""
     plt = _pyplot()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 0.45 * len(labels) + 1.2),
-                                         sharey=True)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 0.6 * len(labels) + 1.6),
+                                         sharey=True, layout="constrained")
     positions = range(len(labels))
     left.barh(positions, bleu, color="tab:blue")
     left.set_yticks(positions, labels)
     left.invert_yaxis()
-    left.set_xlabel("BLEU (test)")
-    right.barh(positions, [100 * z if z is not None else 0 for z in zero_share],
-               color="tab:orange")
-    for y, z in zip(positions, zero_share):
-        if z is None:
-            right.text(1, y, "n/a", va="center", fontsize=8)
-    right.set_xlabel("exactly-zero attention weights (%, mean of the sites)")
+    left.set_xlabel(bleu_label)
+    height = 0.8 / len(SITES)
+    for k, site in enumerate(SITES):
+        offsets = [y - 0.4 + height * (k + 0.5) for y in positions]
+        right.barh(offsets, [100 * shares.get(site, 0) for shares in zero_shares], height,
+                   color=SITE_COLOURS[site], label=SITE_TITLES[site])
+    for y, shares in zip(positions, zero_shares):
+        if not shares:
+            right.text(1, y, "n/a (no normaliser)", va="center", fontsize=8)
+    right.set_xlabel("exactly-zero attention weights (%)")
     right.set_xlim(0, 100)
-    return _save(figure, path)
+    right.legend(fontsize=7, loc="lower right")
+    return _save(figure, path, title)
 
 
-def training_curves(curves: Dict[str, Sequence[Tuple[int, float]]], path: Path) -> Path:
+def training_curves(curves: Dict[str, Sequence[Tuple[int, float]]], path: Path,
+                    title: str) -> Path:
     """Validation loss (base 2, as fairseq prints it) against training updates, one line
     per model."""
     plt = _pyplot()
-    figure, axis = plt.subplots(figsize=(7, 4))
+    figure, axis = plt.subplots(figsize=(7, 4.2), layout="constrained")
     for label, curve in curves.items():
         if curve:
             updates, losses = zip(*curve)
@@ -125,4 +146,4 @@ def training_curves(curves: Dict[str, Sequence[Tuple[int, float]]], path: Path) 
     axis.set_ylabel("validation loss (bits per token)")
     axis.legend(fontsize=8)
     axis.grid(alpha=0.3)
-    return _save(figure, path)
+    return _save(figure, path, title)

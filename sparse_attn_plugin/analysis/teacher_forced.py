@@ -29,7 +29,10 @@ def sentence_attention(model, task, subset: str, index: int, site: str, layer: i
                        head: str):
     """One sentence's attention weights ``(T, S)`` at a site and layer (negative: from the
     last; a head, or the mean of the heads), teacher-forced: ``(weights, query tokens,
-    key tokens, the layer's index)``; a model's sink is the last key (see SourceLayout)."""
+    key tokens, the layer's index from 0)``. A decoder query is named by the token it
+    predicts (the reference token at its position; its input is the one before), a
+    decoder self-attention key by the input token; a model's sink is the last source key
+    (see SourceLayout)."""
     data = dataset(task, subset)
     if not 0 <= index < len(data):
         raise AnalysisError(f"--sentence {index}: the {subset} split has {len(data)} sentences")
@@ -60,7 +63,8 @@ def sentence_attention(model, task, subset: str, index: int, site: str, layer: i
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     source = [src_dict[t] for t in net["src_tokens"][0].tolist()]
     previous = [tgt_dict[t] for t in net["prev_output_tokens"][0].tolist()]
-    queries = source if site == "encoder_self" else previous
+    predicted = [tgt_dict[t] for t in sample["target"][0].tolist()]
+    queries = source if site == "encoder_self" else predicted
     keys = previous if site == "decoder_self" else source
     if site == "decoder_cross" and weights.size(-1) == len(keys) + 1:
         keys = [*keys, "<sink>"]

@@ -91,6 +91,10 @@ def test_an_lstm_has_one_cross_attention_head_read_step_by_step(synthetic_bin, t
                                                            "decoder_cross", -1, "mean")
     assert weights.shape == (len(queries), len(keys)) and keys[-1] == "<sink>" and layer == 0
     torch.testing.assert_close(weights.sum(-1), torch.ones(len(queries)))
+    # a decoder row is named by the token it predicts: the reference, ending in </s>
+    reference = task.dataset("valid")[0]["target"]
+    assert queries == [task.target_dictionary[t] for t in reference.tolist()]
+    assert queries[-1] == "</s>" and "</s>" not in queries[:-1]
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -126,19 +126,24 @@ def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
     from ...analysis.teacher_forced import sentence_attention
     from ...checkpoints import load_model
 
-    def zero_share(row):
-        values = list(row["zero_fraction"].values())
-        return sum(values) / len(values) if values else None
-
     labels = [titles[r["attention"]] for r in rows]
-    written = [plots.comparison_bars(labels, [r["bleu"]["test"] for r in rows],
-                                     [zero_share(r) for r in rows], out / "comparison.png"),
-               plots.training_curves({label: r["validation_curve"]
-                                      for label, r in zip(labels, rows)},
-                                     out / "training-curves.png")]
-    alphas = next((r["alphas"] for r in rows if r["alphas"]), None)
-    if alphas:
-        written.append(plots.alpha_histograms(alphas, out / "alphas.png"))
+    test = corpus.tests["test"]
+    trained = _updates(rows)
+    written = [plots.comparison_bars(
+                   labels, [r["bleu"]["test"] for r in rows],
+                   [r["zero_fraction"] for r in rows], out / "comparison.png",
+                   f"{corpus.title}: BLEU on {test} and exactly-zero attention weights by "
+                   f"site ({test}, teacher-forced), {trained}", f"BLEU ({test})"),
+               plots.training_curves(
+                   {label: r["validation_curve"] for label, r in zip(labels, rows)},
+                   out / "training-curves.png",
+                   f"{corpus.title}: validation loss of each kind of attention, {trained}")]
+    alpha_row = next((r for r in rows if r["alphas"]), None)
+    if alpha_row:
+        written.append(plots.alpha_histograms(
+            alpha_row["alphas"], out / "alphas.png",
+            f"{corpus.title}: {titles[alpha_row['attention']]}'s learned alpha per head "
+            f"after {alpha_row['updates']} updates"))
     kept = {r["attention"] for r in rows if (work / r["attention"] / "checkpoint_best.pt").exists()}
     sparse = sorted((r["attention"] for r in rows if r["attention"] != "softmax"
                      and r["zero_fraction"] and r["attention"] in kept),
@@ -149,7 +154,19 @@ def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
             model, task = load_model(work / name / "checkpoint_best.pt", corpus.data)
             weights, queries, keys, layer = sentence_attention(
                 model, task, "test", 0, "decoder_cross", -1, "mean")
-            panels.append((f"{titles[name]}: cross-attention, layer {layer}, mean of the heads",
+            panels.append((f"{titles[name]}: last layer ({layer} from 0), mean of the heads",
                            weights, queries, keys))
-        written.append(plots.attention_maps(panels, out / "attention-maps.png"))
+        written.append(plots.attention_maps(
+            panels, out / "attention-maps.png", "decoder_cross",
+            f"{corpus.title}, the first {test} sentence, teacher-forced: cross-attention of "
+            f"each row's best checkpoint (rows trained "
+            f"{_updates([r for r in rows if r['attention'] in kept])})"))
     return written
+
+
+def _updates(rows: Sequence[dict]) -> str:
+    """How long the rows trained: ``"1500 updates each"``, or the range."""
+    counts = sorted({r["updates"] for r in rows})
+    if len(counts) == 1:
+        return f"{counts[0]} updates each"
+    return f"{counts[0]}-{counts[-1]} updates"
