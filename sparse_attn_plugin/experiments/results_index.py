@@ -31,7 +31,7 @@ from .reproduction.config import (
     resolve_tables,
     run_settings,
 )
-from .reproduction.report import row_comparisons
+from .reproduction.report import row_comparisons, row_label
 
 _HEADER_LINE = re.compile(r"^- (command|commit|machine|date): (.*)$")
 SHOWN = {"BLEU": "BLEU", "METEOR": "METEOR", "REP": "REP", "DROP": "DROP",
@@ -65,7 +65,7 @@ def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
         compared = row_comparisons(rows, record["decoded"], record["trained"], metrics)
         for group, cells in compared:
             shown = [m for m in metrics if m == "BLEU" or cells[m][1] != "-"]
-            lines.append([table["title"], group[0]["label"],
+            lines.append([table["title"], row_label(config, group[0]),
                           "; ".join(f"{SHOWN[m]} {cells[m][0]}" for m in shown),
                           "; ".join(f"{SHOWN[m]} {cells[m][1]}" for m in shown)])
     return lines
@@ -118,7 +118,8 @@ def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
         parts.append(f"{kind}: [{config['name']}/{report_name}]({config['name']}/{report_name})"
                      f" (commit `{about.get('commit', '?')}`, {about.get('machine', '?')}, "
                      f"{about.get('date', '?')}{minutes}).\n")
-        parts.append(markdown_table(["table", "row", "ours", "paper"],
+        ours = "ours (synthetic smoke)" if smoke else "ours"
+        parts.append(markdown_table(["table", "row", ours, "paper"],
                                     _compare(config, record, smoke)))
     if not (folder / "results.json").is_file():
         parts.append(_full_scale(config, config_path, scripts))

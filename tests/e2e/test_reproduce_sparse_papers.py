@@ -138,10 +138,12 @@ def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
     ratio = speed["alpha-entmax"] / speed["softmax"]
     assert re.search(rf"\| alpha-entmax \| alpha-entmax \| as trained \|.*\| {ratio:.2f} \| "
                      r"0\.27 \|", table4)
-    assert "train words/s ÷ first row (ours)" in table4
+    assert "train words/s ÷ first row (ours, synthetic smoke)" in table4
     assert "average of its last 2 saved checkpoints" in table4
     report = (out / "smoke.md").read_text()
     assert "Not in the smoke run" in report and "Table 1: BLEU, WMT14 En-De" in report
+    not_run = report.split("Not in the smoke run")[1].split("\n")[0]
+    assert "Table 5" not in not_run and "## Table 5: top-k in training only" in report
     assert sorted(p.name for p in (out / "smoke").iterdir()) == [
         "figure-3-k-iwslt14-de-en-valid.md", "table-1-bleu-iwslt14-de-en.md",
         "table-4-speed-and-bleu-iwslt14-de-en.md",

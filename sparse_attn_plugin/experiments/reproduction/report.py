@@ -102,7 +102,8 @@ def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
 
 #: The paper's figure beside each metric's column(s), and the columns' headers.
 _PAPER_KEY = {"speed": "speed-up", "train_speed": "train speed-up"}
-_HEADER = {"speed": "sent/s ÷ first row (ours)", "train_speed": "train words/s ÷ first row (ours)"}
+_HEADER = {"speed": "sent/s ÷ first row ({ours})",
+           "train_speed": "train words/s ÷ first row ({ours})"}
 
 
 def _summary(values: List[float], fmt: str = "{:.2f}") -> str:
@@ -119,6 +120,16 @@ def _ratio(values: List[float], first: List[float]) -> str:
     if any(v is None for v in values + first):
         return "-"
     return f"{statistics.mean(values) / statistics.mean(first):.2f}"
+
+
+def row_label(config: dict, row: dict) -> str:
+    """A row's label, saying when it is an oracle: a GUIDED table made from the gold
+    fertilities of the synthetic corpus, where every word has one true fertility, gives
+    the model the test sentences' true fertilities."""
+    guided = "--fertility-table" in config["models"][row["model"]]
+    if guided and row["source"] == "gold":
+        return f"{row['label']} (oracle: gold fertilities)"
+    return row["label"]
 
 
 def row_comparisons(rows: List[dict], decoded: dict, trained: dict,
@@ -152,25 +163,28 @@ def row_comparisons(rows: List[dict], decoded: dict, trained: dict,
     return compared
 
 
-def _table(rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
-           symmetrizations: List[str]):
-    """A table's rows (the seeds of a row pooled) with the paper's figures beside ours."""
+def _table(config: dict, rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
+           symmetrizations: List[str], smoke: bool):
+    """A table's rows (the seeds of a row pooled) with the paper's figures beside ours;
+    a smoke run's columns say they are ours on the synthetic corpus."""
+    ours = "ours, synthetic smoke" if smoke else "ours"
     fertilities = any(row["source"] for row in rows)
     header = ["row", "model trained", *(["fertilities"] if fertilities else []),
               "decoded with"]
     for metric in metrics:
         if metric == "params":
-            header += ["attention parameters (ours)"]
+            header += [f"attention parameters ({ours})"]
         elif metric in _HEADER:
-            header += [_HEADER[metric], f"{_PAPER_KEY[metric]} (paper)"]
+            header += [_HEADER[metric].format(ours=ours), f"{_PAPER_KEY[metric]} (paper)"]
         else:
-            header += [f"{metric} (ours)", f"{metric} (paper)"]
+            header += [f"{metric} ({ours})", f"{metric} (paper)"]
             if metric == "DROP":
-                header += [f"DROP, {name} (ours)" for name in symmetrizations[1:]]
+                header += [f"DROP, {name} ({ours})" for name in symmetrizations[1:]]
     lines = []
     for group, cells in row_comparisons(rows, decoded, trained, metrics):
         row, runs = group[0], [decoded[r["key"]] for r in group]
-        line = [row["label"], row["model"], *([row["source"] or "-"] if fertilities else []),
+        line = [row_label(config, row), row["model"],
+                *([row["source"] or "-"] if fertilities else []),
                 _decoded_with(row)]
         for metric in metrics:
             line += cells[metric][:1] if metric == "params" else list(cells[metric])
@@ -227,7 +241,8 @@ def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str
     return parts
 
 
-def _section(table: dict, rows: List[dict], results: dict, symmetrizations) -> str:
+def _section(config: dict, table: dict, rows: List[dict], results: dict, symmetrizations,
+             smoke: bool) -> str:
     """A table's heading, how its rows were made (seeds, split) and the table."""
     notes = []
     seeds = list(rows[0]["candidates"]) if len(rows[0]["candidates"]) > 1 else []
@@ -240,8 +255,8 @@ def _section(table: dict, rows: List[dict], results: dict, symmetrizations) -> s
     if table.get("subset"):
         notes.append(f"Decoded and scored on the {table['subset']} split.")
     return (f"## {table['title']}\n\n" + (" ".join(notes) + "\n\n" if notes else "")
-            + _table(rows, results["decoded"], results["trained"],
-                     results.get("metrics", list(DEFAULT_METRICS)), symmetrizations))
+            + _table(config, rows, results["decoded"], results["trained"],
+                     results.get("metrics", list(DEFAULT_METRICS)), symmetrizations, smoke))
 
 
 def render_tables(config: dict, results: dict, smoke: bool, command: str) -> Dict[str, str]:
@@ -249,20 +264,22 @@ def render_tables(config: dict, results: dict, smoke: bool, command: str) -> Dic
     symmetrizations = drop_settings(config, smoke)["symmetrize"]
     return {f"{slug(table['title'])}.md":
             "\n".join(_preamble(config, results, smoke, command, table["title"])
-                       + [_section(table, rows, results, symmetrizations)])
+                       + [_section(config, table, rows, results, symmetrizations, smoke)])
             for table, rows in resolve_tables(config, smoke)}
 
 
 def render(config: dict, results: dict, smoke: bool, command: str) -> str:
     """The whole run's report: every table, then the training runs."""
     parts = _preamble(config, results, smoke, command, "reproduction")
-    skipped = [t["title"] for t in config["tables"] if smoke and t.get("corpus")]
+    tables = resolve_tables(config, smoke)
+    written = {table["title"] for table, _ in tables}
+    skipped = [t["title"] for t in config["tables"] if smoke and t["title"] not in written]
     if skipped:
         parts.append("Not in the smoke run (other corpora; on the synthetic corpus they "
                      "would repeat the tables below): " + "; ".join(skipped) + ".\n")
     symmetrizations = drop_settings(config, smoke)["symmetrize"]
-    for table, rows in resolve_tables(config, smoke):
-        parts.append(_section(table, rows, results, symmetrizations))
+    for table, rows in tables:
+        parts.append(_section(config, table, rows, results, symmetrizations, smoke))
     trained = results["trained"]
     fertilities = any("fertilities" in t for t in trained.values())
     chosen = any("valid_bleu" in t for t in trained.values())
