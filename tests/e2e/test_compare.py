@@ -40,6 +40,8 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
     assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
     assert "12 (update cap reached" in table and "SMOKE" not in table
+    assert "one training with one seed (1), trained 12 updates each" in table
+    assert "made-up language pair" in table  # the demo's caveat: no natural language
     for image in ("comparison.png", "training-curves.png", "alphas.png", "attention-maps.png"):
         assert (out / image).read_bytes().startswith(b"\x89PNG")
         assert f"![{image}]({image})" in table

@@ -76,6 +76,7 @@ def test_compare_smoke_run_on_a_slice_of_multi30k(tmp_path):
     assert "[compare] done" in proc.stdout
     report = (out / "README.md").read_text()
     assert "SMOKE RUN" in report and "| BLEU flickr2016 | BLEU mscoco2017 |" in report
+    assert "How to read it" in report and "made-up language pair" not in report
     rows = json.loads((out / "comparison.json").read_text())["rows"]
     assert [r["attention"] for r in rows] == ["entmax15"]
     losses = [loss for _, loss in rows[0]["validation_curve"]]

@@ -110,10 +110,38 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "sentences/s; rows trained while the machine ran other work, or resumed, make them "
         "noisy: `results/bench/training.md` measures them alone); learned alpha is "
         "`entmax_alpha`'s alpha per head, over the layers and heads of each site.\n\n"
+        + _reading(rows, corpus) + "\n\n"
         + table(rows, titles, corpus, here) + "\n"
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")
         + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
+
+
+def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
+    """What the table can and cannot say: one seed a row, how long each trained, and on
+    the synthetic corpus, that it is no natural language."""
+    seeds = {_seed(r) for r in rows} - {None}
+    still = sum("still improving" in stopped_cell(r) for r in rows)
+    text = ("**How to read it.** Each row is one training with one seed"
+            + (f" ({', '.join(sorted(seeds))})" if seeds else "")
+            + ", trained " + _updates(rows)
+            + (f"; {still} of {len(rows)} rows were still improving when they stopped, so "
+               "the table compares them at a budget, not at convergence" if still else "")
+            + ". No row was repeated with other seeds, so the table cannot say how large "
+            "seed-to-seed differences are: read a gap of about 1 BLEU or less as unresolved.")
+    if corpus.title == "the synthetic corpus":
+        text += (" The synthetic corpus is a made-up language pair (a fixed lexicon, "
+                 "fertilities 0-3, one reordering rule), not natural language: a row's BLEU "
+                 "says whether "
+                 "the method learns to align and translate it, not how it does on real text "
+                 "(`results/multi30k/` is the comparison on real language).")
+    return text
+
+
+def _seed(row: dict):
+    """The ``--seed`` a row trained with, where its spec records it."""
+    flags = row.get("spec", {}).get("train", [])
+    return flags[flags.index("--seed") + 1] if "--seed" in flags else None
 
 
 def figures(rows: Sequence[dict], titles: dict, work: Path, corpus: Corpus,
