@@ -4,7 +4,9 @@
 #   make test      run the whole test suite, both tiers (installs first; what CI runs)
 #   make test-unit the unit tier only: pure functions and in-process models, under 90 s
 #   make demo      train every kind of attention on the synthetic corpus and compare them
-#   make bench     speed ratios against softmax, written to results/bench/
+#   make bench     speed ratios against softmax
+#   (both write under .work/, not committed; the project publishes its own runs into
+#   results/ with PUBLISH=results, e.g. make demo PUBLISH=results)
 #   make lint      ruff over the package, tests, benchmarks and data_prep
 #
 #   make clean-venv remove .venv/
@@ -39,6 +41,9 @@ endif
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
+# Where make demo and make bench write: .work/demo, .work/bench, .work/evaluation.
+PUBLISH ?= .work
+
 .PHONY: install test test-unit demo bench lint clean-venv
 
 install: $(STAMP)
@@ -70,16 +75,16 @@ test-unit: install
 	$(PYTEST) tests/unit
 
 demo: install
-	$(BIN)/sparse-attn-compare --out results/demo
+	$(BIN)/sparse-attn-compare --out $(PUBLISH)/demo
 
 bench: install
-	$(BIN)/python benchmarks/bench_normalizers.py --profile --out results/bench
-	$(BIN)/python benchmarks/bench_training.py --out results/bench
-	$(BIN)/python benchmarks/bench_hard_attention.py --out results/bench
-	$(BIN)/python benchmarks/bench_constrained.py --out results/bench
-	$(BIN)/python benchmarks/bench_metrics.py --out results/bench
-	$(BIN)/python benchmarks/bench_data_prep.py --out results/bench
-	$(BIN)/python benchmarks/drop_calibration.py --out results/evaluation
+	$(BIN)/python benchmarks/bench_normalizers.py --profile --out $(PUBLISH)/bench
+	$(BIN)/python benchmarks/bench_training.py --out $(PUBLISH)/bench
+	$(BIN)/python benchmarks/bench_hard_attention.py --out $(PUBLISH)/bench
+	$(BIN)/python benchmarks/bench_constrained.py --out $(PUBLISH)/bench
+	$(BIN)/python benchmarks/bench_metrics.py --out $(PUBLISH)/bench
+	$(BIN)/python benchmarks/bench_data_prep.py --out $(PUBLISH)/bench
+	$(BIN)/python benchmarks/drop_calibration.py --out $(PUBLISH)/evaluation
 
 lint: install
 	$(BIN)/ruff check sparse_attn_plugin tests benchmarks data_prep

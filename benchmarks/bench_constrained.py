@@ -234,8 +234,9 @@ def markdown(results, labels, args, command):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=Path("results/bench"),
-                   help="write DIR/constrained.md and .json (default results/bench)")
+    p.add_argument("--out", type=Path, default=Path(".work/bench"),
+                   help="write DIR/constrained.md and .json (default .work/bench; the "
+                        "project publishes with --out results/bench)")
     add_timing_args(p, "transform")
     p.add_argument("--sizes", default="paper,small",
                    help=f"LSTM sizes to decode with, of {', '.join(LSTM_SIZES)}; 'none' to skip")

@@ -107,7 +107,9 @@ def render(prepared: dict, command: str, workers: int) -> str:
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("results/bench"))
+    parser.add_argument("--out", type=Path, default=Path(".work/bench"),
+                        help="default .work/bench; the project publishes with --out "
+                             "results/bench")
     parser.add_argument("--pairs", type=int, default=167_500,
                         help="training pairs of the stand-in (default: IWSLT14's before "
                              "the validation split)")

@@ -11,7 +11,8 @@
 #       python -m data_prep.wmt16_ro_en --bpe-merges 32000 --name wmt16_ro_en_bpe32k
 #       python -m data_prep.wmt14_en_de --bpe-merges 32000 --name wmt14_en_de_bpe32k
 #
-# Settings: configs/correia2019_adaptively_sparse.json. Results: results/adaptively_sparse/
+# Settings: configs/correia2019_adaptively_sparse.json. Published results: results/adaptively_sparse/
+# (--out results/adaptively_sparse/; without --out a run writes to .work/NAME[-smoke]/report)
 # (README.md and one file per table for the full run; smoke.md and smoke/ for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,7 +9,8 @@
 #   scripts/malaviya2018_constrained.sh            # the paper's setting (GPU, about a day)
 #   scripts/malaviya2018_constrained.sh --data DIR --updates N --work-dir DIR --out DIR
 #
-# Settings: configs/malaviya2018_constrained.json. Results: results/constrained/
+# Settings: configs/malaviya2018_constrained.json. Published results: results/constrained/
+# (--out results/constrained/; without --out a run writes to .work/NAME[-smoke]/report)
 # (README.md for the full run, smoke.md for --smoke). The toy example of the paper's
 # Figure 1: sparse-attn-toy-example --out results/constrained
 set -euo pipefail

@@ -10,7 +10,8 @@
 #   scripts/tsai2019_kernel.sh               # the paper's setting (GPU); data from
 #                                            # python -m data_prep.iwslt14_de_en
 #
-# Settings: configs/tsai2019_kernel.json. Results: results/kernel/ (README.md for the full
+# Settings: configs/tsai2019_kernel.json. Published results: results/kernel/
+# (--out results/kernel/; without --out a run writes to .work/NAME[-smoke]/report) (README.md for the full
 # run, smoke.md for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."

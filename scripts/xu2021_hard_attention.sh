@@ -9,7 +9,8 @@
 #           --max-train-subwords 256 --name wmt14_en_de_xu2021
 #   scripts/xu2021_hard_attention.sh --data DIR --updates N --work-dir DIR --out DIR
 #
-# Settings: configs/xu2021_hard_attention.json. Results: results/hard_attention/
+# Settings: configs/xu2021_hard_attention.json. Published results: results/hard_attention/
+# (--out results/hard_attention/; without --out a run writes to .work/NAME[-smoke]/report)
 # (README.md for the full run, smoke.md for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -14,7 +14,8 @@
 #       python -m data_prep.iwslt15_en_vi
 #       python -m data_prep.wmt14_en_de
 #
-# Settings: configs/zhao2019_explicit_sparse.json. Results: results/explicit_sparse/
+# Settings: configs/zhao2019_explicit_sparse.json. Published results: results/explicit_sparse/
+# (--out results/explicit_sparse/; without --out a run writes to .work/NAME[-smoke]/report)
 # (README.md and one file per table for the full run; smoke.md and smoke/ for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,7 +8,8 @@ improving or its time budget ends, then translates every test split with
 split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on the
 corpus), validation curve, exactly-zero attention shares and learned alphas per site,
 training and decoding speed as ratios to softmax in the same run. Writes ``README.md``,
-``comparison.json`` and the figures to ``--out``. Resumable row by row: run the same
+``comparison.json`` and the figures to ``--out`` (by default ``WORK_DIR/report``: a
+user's run never rewrites the committed ``results/``). Resumable row by row: run the same
 command again after an interruption and finished rows are not trained again, nor are
 the rows ``--out`` already holds (a committed comparison) with the same settings.
 
@@ -59,8 +60,9 @@ def build_parser() -> CommandParser:
                         "row of the architecture: "
                         + "; ".join(f"{name}: {', '.join(a.rows)}"
                                     for name, a in ARCHITECTURES.items()) + ")")
-    parser.add_argument("--out", type=Path, help="default: results/demo on the synthetic "
-                        "corpus, results/compare/NAME with --data")
+    parser.add_argument("--out", type=Path, help="where the report goes (default: "
+                        "WORK_DIR/report, not committed; the project's own tables are "
+                        "published with --out results/...)")
     parser.add_argument("--work-dir", type=Path, help="checkpoints and logs, not committed "
                         "(default: .work/compare/NAME)")
     parser.add_argument("--patience", type=int,
@@ -139,8 +141,8 @@ def main(argv=None):
         parser.fail(f"rows {', '.join(needing)} train on fertility files, and {args.data} "
                     "has none: prepare it with --fertility")
     label = args.data.name if args.data else "demo"
-    out = args.out or Path("results") / ("compare/" + label if args.data else "demo")
     work = args.work_dir or Path(".work") / "compare" / label
+    out = args.out or work / "report"
     try:
         recorded = recorded_rows(out)
     except ValueError as err:

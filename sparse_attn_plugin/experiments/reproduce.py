@@ -362,7 +362,9 @@ def main(argv=None):
                                                     "(default: the config's)")
     parser.add_argument("--work-dir", type=Path, help="checkpoints and logs "
                                                       "(default: .work/<name>[-smoke])")
-    parser.add_argument("--out", type=Path, help="default: results/<name>")
+    parser.add_argument("--out", type=Path, help="where the report goes (default: "
+                        "WORK_DIR/report, not committed; the project publishes with "
+                        "--out results/<name>)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
@@ -377,7 +379,7 @@ def main(argv=None):
         parser.error(problem)
     name = config["name"]
     work = args.work_dir or Path(".work") / (name + ("-smoke" if args.smoke else ""))
-    out = args.out or Path("results") / name
+    out = args.out or work / "report"
     given = dict(item.partition("=")[::2] for item in args.corpus_data)
     unknown = [n for n in given if n not in config.get("corpora", {}) or not given[n]]
     if unknown:

@@ -111,9 +111,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     parser = CommandParser(prog="sparse-attn-toy-example",
                            description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("results") / "constrained",
-                        help="directory for figure1.md and figure1.json "
-                             "(default: results/constrained)")
+    parser.add_argument("--out", type=Path, default=Path(".work") / "toy_example",
+                        help="directory for figure1.md and figure1.json (default: "
+                             ".work/toy_example; the project publishes with --out "
+                             "results/constrained)")
     args = parser.parse_args(argv)
     result = figure1()
     command = "sparse-attn-toy-example " + shlex.join(argv)

@@ -116,10 +116,10 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
 
 
 def test_a_row_stops_when_its_validation_loss_stops_improving(tmp_path):
-    out = tmp_path / "out"
     compare.main(["--train-size", "200", "--eval-size", "30", "--max-updates", "400",
                   "--validate-every", "5", "--patience", "1", "--minutes-per-row", "60",
-                  "--rows", "softmax", "--out", str(out), "--work-dir", str(tmp_path / "work")])
+                  "--rows", "softmax", "--work-dir", str(tmp_path / "work")])
+    out = tmp_path / "work" / "report"  # without --out: the work folder, not results/
     row = json.loads((out / "comparison.json").read_text())["rows"][0]
     losses = [loss for _, loss in row["validation_curve"]]
     assert row["stopped"] == "converged" and row["updates"] < 400

@@ -26,15 +26,16 @@ RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16
            "multi30k_de_en")
 
 
-def command(argv):
+def command(argv, cwd=None):
     """Run ``argv`` in a new process that imports this checkout."""
     env = fairseq_env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env)
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env,
+                          cwd=cwd)
 
 
-def script(name, *args):
-    return command([BIN / name, *args])
+def script(name, *args, cwd=None):
+    return command([BIN / name, *args], cwd)
 
 
 def module(name, *args):
@@ -223,6 +224,12 @@ def test_toy_example_writes_figure1_and_exits_0(tmp_path):
     assert (tmp_path / "figure1.md").read_text() in out
     assert set(json.loads((tmp_path / "figure1.json").read_text())["transforms"]) == {
         "softmax", "sparsemax", "csoftmax", "csparsemax"}
+
+
+def test_a_users_run_writes_into_the_work_folder_not_results(tmp_path):
+    succeeded(script("sparse-attn-toy-example", cwd=tmp_path))
+    assert (tmp_path / ".work" / "toy_example" / "figure1.md").is_file()
+    assert not (tmp_path / "results").exists()
 
 
 def test_toy_example_bad_output_folder(tmp_path):

@@ -1,6 +1,7 @@
 """``make install`` as a user runs it, into a folder whose ``bin/python`` only records what
 it is asked to do: the stamp holds the torch and fairseq specs, and another spec replaces
-torch and rebuilds fairseq without pip's wheel cache."""
+torch and rebuilds fairseq without pip's wheel cache; ``make demo`` and ``make bench``
+write under .work/ unless told to publish into results/."""
 
 import os
 import subprocess
@@ -78,3 +79,14 @@ def test_a_stamp_from_before_specs_were_recorded_installs_in_place(venv):
     printed, calls = make_install(venv)
     assert "uninstall" not in calls and "--no-cache-dir" not in calls
     assert (venv / ".installed").read_text().strip() == DEFAULT
+
+
+@pytest.mark.parametrize("publish,where", [([], ".work"), (["PUBLISH=results"], "results")])
+def test_demo_and_bench_write_under_work_unless_published(venv, publish, where):
+    stamp(venv, DEFAULT)
+    for target, outs in (("demo", ["demo"]), ("bench", ["bench", "evaluation"])):
+        planned = subprocess.run(["make", "-n", target, f"VENV={venv}", *publish], cwd=REPO,
+                                 capture_output=True, text=True, check=True).stdout
+        found = {line.split("--out ")[1].split()[0] for line in planned.splitlines()
+                 if "--out " in line}
+        assert found == {f"{where}/{out}" for out in outs}

@@ -33,9 +33,9 @@ CONFIG = REPO / "configs" / "xu2021_hard_attention.json"
 @pytest.mark.slow
 def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "SMOKE_CORPUS", {"train": 600, "valid": 20, "test": 30})
-    reproduce.main([CONFIG, "--smoke", "--updates", "2", "--work-dir", tmp_path / "work",
-                    "--out", tmp_path / "out"])
-    record = json.loads((tmp_path / "out" / "smoke.json").read_text())
+    reproduce.main([CONFIG, "--smoke", "--updates", "2", "--work-dir", tmp_path / "work"])
+    out = tmp_path / "work" / "report"  # without --out: the work folder, not results/
+    record = json.loads((out / "smoke.json").read_text())
     config = reproduction_config.load_config(CONFIG)
     rows = [row for table in config["tables"] for row in table["rows"]]
     assert set(record["decoded"]) == {reproduction_config.decoding_key(row) for row in rows}
@@ -44,7 +44,7 @@ def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
         assert decoded["sentences"] == 30 and 0 <= decoded["bleu"] <= 100
         assert decoded["sentences_per_second"] > 0
     assert set(record["trained"]) == set(config["models"])
-    report = (tmp_path / "out" / "smoke.md").read_text()
+    report = (out / "smoke.md").read_text()
     assert "SMOKE RUN" in report and "- commit:" in report
     for table in config["tables"]:
         assert f"## {table['title']}" in report
