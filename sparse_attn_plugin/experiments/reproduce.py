@@ -56,6 +56,7 @@ from .reproduction.config import (
     run_setting,
     run_settings,
     slug,
+    with_flags,
 )
 from .reproduction.fertility_data import (
     Aligners,
@@ -362,12 +363,18 @@ def main(argv=None):
                                                     "(default: the config's)")
     parser.add_argument("--work-dir", type=Path, help="checkpoints and logs "
                                                       "(default: .work/<name>[-smoke])")
+    parser.add_argument("--train-flags", default="", metavar="'FLAGS'",
+                        help="added to every fairseq-train of the run, e.g. "
+                             "--train-flags=--fp16 (the config is not edited)")
+    parser.add_argument("--generate-flags", default="", metavar="'FLAGS'",
+                        help="added to every fairseq-generate, e.g. --generate-flags=--fp16")
     parser.add_argument("--out", type=Path, help="where the report goes (default: "
                         "WORK_DIR/report, not committed; the project publishes with "
                         "--out results/<name>)")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config)
+        config = with_flags(load_config(args.config), shlex.split(args.train_flags),
+                            shlex.split(args.generate_flags))
     except ConfigError as err:
         parser.error(str(err))
     if args.updates is not None and args.updates < 1:

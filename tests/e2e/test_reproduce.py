@@ -343,10 +343,20 @@ def test_full_run_trains_and_decodes_each_corpus_on_its_own_data(
     monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
     work, out = tmp_path / "work", tmp_path / "out"
     reproduce.main([MALAVIYA, "--data", synthetic_bin, "--updates", "3", "--work-dir", work,
-                    "--out", out, *(f"--corpus-data={n}={d}" for n, d in corpora.items())])
+                    "--out", out, *(f"--corpus-data={n}={d}" for n, d in corpora.items()),
+                    "--train-flags=--fp16 --fp16-init-scale 8", "--generate-flags=--fp16"])
 
     by_name = {call["name"]: call for call in trained}
     assert len(by_name) == len(trained) == 22
+    # flags a user adds reach every training and decoding on every corpus, after the
+    # config's own (fairseq takes the last of a repeated flag)
+    config_flags = reproduction_config.load_config(MALAVIYA)["train_flags"]
+    for call in trained:
+        flags = call["flags"]
+        assert flags[flags.index("--fp16"):flags.index("--fp16") + 3] == [
+            "--fp16", "--fp16-init-scale", "8"]
+        assert flags.index("--fp16") > flags.index(config_flags[-1])
+    assert all("--fp16" in call["flags"] for call in generated) and len(generated) == 28
     for name, call in by_name.items():
         corpus = next((c for c in corpora if f"[{c}" in name), None)
         folder = work / (corpus or ".") / "data-aligner"

@@ -368,6 +368,23 @@ def reads_fertility_data(flags: List[str]) -> bool:
             or any("{guided_table}" in f for f in flags))
 
 
+def with_flags(config: dict, train: List[str], generate: List[str]) -> dict:
+    """``config`` with ``train`` and ``generate`` flags added to every run's own (the
+    config's, the smoke section's, each corpus's that has its own): precision or other
+    machine settings a user adds without editing the config (``--fp16``). Coming last,
+    they win over the config's where fairseq reads a flag twice."""
+    added = {"train_flags": train, "generate_flags": generate}
+
+    def extended(section: dict) -> dict:
+        return {**section, **{key: [*section[key], *flags] for key, flags in added.items()
+                              if key in section and flags}}
+
+    result = {**extended(config), "smoke": extended(config["smoke"])}
+    if "corpora" in config:
+        result["corpora"] = {name: extended(c) for name, c in config["corpora"].items()}
+    return result
+
+
 def run_settings(config: dict, smoke: bool, corpus: Optional[str] = None) -> dict:
     """The flags, ``max_update``, ``bleu`` (and the like) of a run on ``corpus``: the
     ``smoke`` section in smoke runs, else the corpus's own over the config's."""
