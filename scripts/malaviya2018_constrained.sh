@@ -2,7 +2,9 @@
 # Malaviya, Ferreira and Martins (2018), "Sparse and Constrained Attention for Neural
 # Machine Translation": Table 1 (softmax, sparsemax, their CovPenalty and CovVector
 # baselines, csoftmax and csparsemax with predicted fertilities, scored with BLEU,
-# METEOR, REP and DROP) and Table 2 (csparsemax's fertility strategies) on IWSLT14 De-En.
+# METEOR, REP and DROP) on IWSLT14 De-En, KFTT Ja-En and WMT16 Ro-En, and Table 2
+# (csparsemax's fertility strategies) on IWSLT14 De-En. One table or corpus alone:
+# --table 'Table 1: attention transforms and coverage baselines, IWSLT14'.
 #
 #   scripts/malaviya2018_constrained.sh --smoke    # synthetic corpus, ~14 min on 2 CPU cores;
 #                                                   # gold and aligner fertilities

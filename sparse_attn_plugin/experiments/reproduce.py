@@ -49,6 +49,7 @@ from .reproduction.config import (
     corpus_data,
     drop_settings,
     load_config,
+    only_tables,
     override_flags,
     paper_setting,
     post_process_of,
@@ -56,6 +57,7 @@ from .reproduction.config import (
     run_setting,
     run_settings,
     slug,
+    training_budget,
     with_flags,
 )
 from .reproduction.fertility_data import (
@@ -170,6 +172,15 @@ def training_runs(rows: List[dict]) -> List[tuple]:
     (a row under ``select.seeds`` needs one per seed), each once."""
     return list(dict.fromkeys((name, r["model"], r["source"], r["corpus"], seed)
                               for r in rows for seed, name in r["candidates"].items()))
+
+
+def plan(config: dict, rows: List[dict], smoke: bool, updates: Optional[int]) -> List[str]:
+    """What the run will do, said before it trains: each training and how long it lasts,
+    and how many decodings follow."""
+    runs = training_runs(rows)
+    return [f"plan: {len(runs)} trainings, then {len({row['key'] for row in rows})} "
+            "decodings", *(f"  train {name!r}: {training_budget(config, smoke, corpus, updates)}"
+                          for name, _, _, corpus, _ in runs)]
 
 
 def batch_problem(config: dict, rows: List[dict], smoke: bool) -> Optional[str]:
@@ -363,6 +374,10 @@ def main(argv=None):
                                                     "(default: the config's)")
     parser.add_argument("--work-dir", type=Path, help="checkpoints and logs "
                                                       "(default: .work/<name>[-smoke])")
+    parser.add_argument("--table", action="append", default=[], metavar="TEXT",
+                        help="run only the tables whose title contains TEXT (case ignored; "
+                             "repeatable): e.g. --table 'Table 1: BLEU, IWSLT14' needs only "
+                             "that table's corpus and trainings")
     parser.add_argument("--train-flags", default="", metavar="'FLAGS'",
                         help="added to every fairseq-train of the run, e.g. "
                              "--train-flags=--fp16 (the config is not edited)")
@@ -375,6 +390,8 @@ def main(argv=None):
     try:
         config = with_flags(load_config(args.config), shlex.split(args.train_flags),
                             shlex.split(args.generate_flags))
+        if args.table:
+            config = only_tables(config, args.table)
     except ConfigError as err:
         parser.error(str(err))
     if args.updates is not None and args.updates < 1:
@@ -412,6 +429,8 @@ def main(argv=None):
     problem = check_data(config, datas, args.smoke)
     if problem:
         parser.error(problem)
+    for line in plan(config, rows, args.smoke, args.updates):
+        logger.info(line)
     started = time.time()
     try:
         results = run(config, datas, work, args.smoke, args.updates)

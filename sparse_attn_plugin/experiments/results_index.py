@@ -26,10 +26,9 @@ from .provenance import provenance_header
 from .reproduction.config import (
     DEFAULT_METRICS,
     ConfigError,
-    flag_value,
     load_config,
     resolve_tables,
-    run_settings,
+    training_budget,
 )
 from .reproduction.report import row_comparisons, row_label
 
@@ -82,12 +81,7 @@ def _full_scale(config: dict, config_path: Path, scripts: Path) -> str:
     """What a full run takes: the data to prepare, the command, the trainings."""
     rows = [row for _, rows in resolve_tables(config, False) for row in rows]
     prepares = [config["prepare"], *(c["prepare"] for c in config.get("corpora", {}).values())]
-    trainings = {}
-    for row in rows:
-        settings = run_settings(config, False, row["corpus"])
-        epochs = flag_value(settings["train_flags"], "--max-epoch")
-        trainings[row["train"]] = (f"{epochs} epochs" if epochs else
-                                   f"{settings['max_update']:,} updates")
+    trainings = {row["train"]: training_budget(config, False, row["corpus"]) for row in rows}
     budget = ", ".join(f"{sum(v == b for v in trainings.values())} x {b}"
                        for b in dict.fromkeys(trainings.values()))
     script = (_script_of(config_path, scripts)

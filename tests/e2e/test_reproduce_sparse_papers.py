@@ -364,3 +364,38 @@ def test_a_batch_that_cannot_be_kept_is_refused_before_training(tmp_path, monkey
                                  "--distributed-world-size", "8"], 4)
     assert flags == ["--max-tokens", "3584", "--distributed-world-size", "8",
                      "--update-freq", "16"]
+
+
+@JAVA
+def test_one_table_needs_only_its_corpus_and_says_its_plan_first(tmp_path, monkeypatch,
+                                                                   synthetic_bin, capsys):
+    """Zhao et al.'s IWSLT14 Table 1 alone: no En-Vi or WMT14 corpus is asked for, only
+    its two models train (three seeds each, the best chosen), and the run says so first."""
+    trained, generated = [], []
+    monkeypatch.setattr(pipeline, "train", fake_train(trained))
+    monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
+
+    def keep_all(config):  # the fake saves one checkpoint per update: average them all
+        config["average_last"] = 3
+        config["select"]["average_windows"] = {"size": 3, "step": 1, "count": 1}
+    reproduce.main([edited(tmp_path, keep_all), "--table", "table 1: bleu, iwslt14",
+                    "--data", synthetic_bin,
+                    "--updates", "3", "--work-dir", tmp_path / "work", "--out", tmp_path / "out"])
+    printed = capsys.readouterr().out
+    assert "plan: 6 trainings, then 2 decodings" in printed
+    assert "train 'softmax [seed 1]': 3 updates" in printed
+    assert printed.index("plan:") < printed.index("1/6 train")
+    assert sorted({call["name"].split(" [")[0] for call in trained}) == ["softmax", "top-k, k = 8"]
+    report = (tmp_path / "out" / "README.md").read_text()
+    assert "## Table 1: BLEU, IWSLT14 De-En" in report and "IWSLT15" not in report.split(
+        "## Table 1")[1]
+
+
+def test_a_table_that_is_not_in_the_config_is_named_with_the_ones_that_are(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        reproduce.main([ZHAO, "--table", "Table 9", "--out", tmp_path / "out"])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--table 'Table 9' names no table of explicit_sparse" in err[0]
+    assert "Table 5: top-k in training only" in err[0]
+    assert not (tmp_path / "out").exists()

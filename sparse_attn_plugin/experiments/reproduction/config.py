@@ -368,6 +368,31 @@ def reads_fertility_data(flags: List[str]) -> bool:
             or any("{guided_table}" in f for f in flags))
 
 
+def only_tables(config: dict, wanted: List[str]) -> dict:
+    """``config`` with only the tables whose title contains one of ``wanted`` (case
+    ignored): ``"Table 1"`` keeps every corpus's Table 1, ``"Table 1: BLEU, IWSLT14"``
+    one of them. A text no title contains is a ConfigError listing the titles."""
+    titles = [table["title"] for table in config["tables"]]
+    for text in wanted:
+        if not any(text.lower() in title.lower() for title in titles):
+            raise ConfigError(f"--table {text!r} names no table of {config['name']}; its "
+                              f"tables: {'; '.join(titles)}")
+    return {**config, "tables": [table for table in config["tables"]
+                                 if any(text.lower() in table["title"].lower()
+                                        for text in wanted)]}
+
+
+def training_budget(config: dict, smoke: bool, corpus: Optional[str],
+                    updates: Optional[int] = None) -> str:
+    """How long one training of a run on ``corpus`` lasts: ``"13 epochs"`` where its flags
+    end it by epochs, else its updates (``updates`` where the run overrides them)."""
+    settings = run_settings(config, smoke, corpus)
+    epochs = flag_value(settings["train_flags"], "--max-epoch")
+    if epochs and updates is None:
+        return f"{epochs} epochs"
+    return f"{updates or settings['max_update']:,} updates"
+
+
 def with_flags(config: dict, train: List[str], generate: List[str]) -> dict:
     """``config`` with ``train`` and ``generate`` flags added to every run's own (the
     config's, the smoke section's, each corpus's that has its own): precision or other
