@@ -1,0 +1,65 @@
+"""README's "Using it on your data" block, run as written by bash at a tiny size: the
+IWSLT14 recipe on a fixture archive in the release's format, then for each method
+fairseq-train, fairseq-generate and sparse-attn-score. Each command a user types runs with
+a few flags appended to make it tiny and offline (fairseq and argparse take the last of a
+repeated flag); fairseq's commands run through the session's fork server, the same
+``cli_main`` without an interpreter start-up each."""
+
+import json
+import re
+import subprocess
+
+import pytest
+import torch
+
+from data_prep import fixtures
+
+from helpers import REPO, fairseq_env
+from helpers.corpora import load_split
+
+CLIENT = REPO / "tests" / "helpers" / "fairseq_client.py"
+
+METHODS = ("softmax", "topk", "entmax15")
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
+        "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
+        "--decoder-attention-heads 2 --max-update 4 --cpu")
+
+
+def readme_block() -> str:
+    """The bash block under the README's marker for this test."""
+    text = (REPO / "README.md").read_text()
+    after = text.split("<!-- tests/e2e/test_readme_path.py runs this block as written")[1]
+    return re.search(r"```bash\n(.*?)```", after, re.S).group(1)
+
+
+@pytest.mark.slow
+def test_the_readme_path_runs_as_written(tmp_path, fairseq_server):
+    fixtures.iwslt14_archive(tmp_path / "raw", train=300)
+    for name in (".venv", "sparse_attn_plugin"):
+        (tmp_path / name).symlink_to(REPO / name)
+    client = f"command python -S {CLIENT} {fairseq_server}"
+    shims = f"""set -eo pipefail
+python() {{
+  if [ "${{1:-}} ${{2:-}}" = "-m data_prep.iwslt14_de_en" ]; then
+    command python "$@" --raw-dir {tmp_path / 'raw'} --no-checksums --bpe-merges 40
+  else command python "$@"; fi
+}}
+fairseq-train() {{ {client} fairseq-train "$@" {TINY}; }}
+fairseq-generate() {{ {client} fairseq-generate "$@" --cpu --max-len-b 20; }}
+"""
+    proc = subprocess.run(["bash", "-c", shims + readme_block()], cwd=tmp_path,
+                          env=fairseq_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    data = tmp_path / "data-bin" / "iwslt14_de_en"
+    test_pairs = len(load_split(data, "test", "de", "en")[0])
+    for method in METHODS:
+        folder = tmp_path / "checkpoints" / method
+        state = torch.load(folder / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+        assert state["cfg"]["model"].attn_fn == method  # each method in its own --save-dir
+        hypotheses = [line for line in (folder / "test.out").read_text().splitlines()
+                      if line.startswith("H-")]
+        assert len(hypotheses) == test_pairs  # no sentence dropped
+        scores = json.loads((folder / "scores.json").read_text())
+        assert 0 <= scores["bleu"]["score"] <= 100 and scores["rep"]["score"] >= 0
+        assert "tok:none" in scores["bleu"]["signature"]
