@@ -10,9 +10,10 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
@@ -20,6 +21,8 @@ from ..evaluation import GenerateOutput, read_generate_output
 
 #: fairseq's --user-dir: the plugin package (this module's grandparent folder).
 PLUGIN_DIR = Path(__file__).resolve().parents[1]
+#: seconds of training after which ``train``'s ``on_speed`` hears the speed so far
+SPEED_PROBE_S = 60.0
 _JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
 _GEN_SPEED = re.compile(r"\(([\d.,]+) sentences/s")
 _SUBSET_SIZE = re.compile(r"^INFO:fairseq\.tasks\.\w+:.* (\d+) examples$", re.MULTILINE)
@@ -58,7 +61,8 @@ def _fail(what: str, log: Path):
 
 def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
           desc: str = "train", env: Optional[dict] = None,
-          skip_first_interval: bool = False, fresh: bool = True) -> TrainResult:
+          skip_first_interval: bool = False, fresh: bool = True,
+          on_speed: Optional[Callable[[float, float], None]] = None) -> TrainResult:
     """Train with fairseq-train and the plugin; show a progress bar.
 
     With ``fresh`` (the default) checkpoints already in ``save_dir`` are deleted
@@ -66,8 +70,11 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
     re-run would train nothing. Without it, an interrupted run resumes where it
     stopped (``train.log`` goes on), and a finished one is kept as it is.
     ``skip_first_interval`` leaves the first logging interval (start-up, memory
-    allocation) out of the words/s median. Stopping the caller (an exception, Ctrl-C)
-    stops fairseq-train too.
+    allocation) out of the words/s median. ``on_speed(updates per second, words per
+    second)`` is called once: at the first logging interval :data:`SPEED_PROBE_S` seconds
+    after the start, or at the end of a shorter run; updates/s from the first interval
+    on (start-up left out), not called for a run of fewer than two intervals. Stopping
+    the caller (an exception, Ctrl-C) stops fairseq-train too.
     """
     save_dir = Path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
@@ -78,6 +85,12 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
            "--save-dir", str(save_dir), "--max-update", str(max_update),
            "--log-format", "json", "--no-progress-bar", *flags]
     wps, epoch_wps, valid_loss, updates = [], [], None, 0
+    started, intervals = time.perf_counter(), []  # (seconds, updates) at each interval
+
+    def tell_speed() -> None:
+        (first_s, first_u), (last_s, last_u) = intervals[0], intervals[-1]
+        on_speed((last_u - first_u) / (last_s - first_s), statistics.median(wps))
+
     with open(log, "w" if fresh else "a") as out, \
             tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -93,6 +106,11 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
                     wps.append(float(record["wps"]))
                     bar.update(int(record["num_updates"]) - bar.n)
                     updates = int(record["num_updates"])
+                    intervals.append((time.perf_counter(), updates))
+                    if on_speed and len(intervals) > 1 \
+                            and intervals[-1][0] - started >= SPEED_PROBE_S:
+                        tell_speed()
+                        on_speed = None
                 elif kind == "valid":
                     valid_loss = float(record["valid_loss"])
                 elif kind == "train":
@@ -105,6 +123,8 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
         bar.update(max_update - bar.n)
     if proc.wait() != 0:
         _fail("fairseq-train", log)
+    if on_speed and len(intervals) > 1:
+        tell_speed()
     if skip_first_interval and len(wps) > 1:
         wps = wps[1:]
     wps = wps or epoch_wps  # a run shorter than one logging interval

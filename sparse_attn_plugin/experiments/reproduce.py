@@ -48,6 +48,7 @@ from .reproduction.config import (
     averaging_problem,
     corpus_data,
     drop_settings,
+    flag_value,
     load_config,
     only_tables,
     override_flags,
@@ -183,6 +184,30 @@ def plan(config: dict, rows: List[dict], smoke: bool, updates: Optional[int]) ->
                           for name, _, _, corpus, _ in runs)]
 
 
+def time_estimate(config: dict, runs: List[tuple], datas: Dict[str, Path], smoke: bool,
+                  updates: Optional[int], updates_per_second: float,
+                  words_per_second: float) -> str:
+    """A line saying about how long the run's trainings take at the speed the first one
+    shows on this machine: a training that ends by updates at its updates/s, one that
+    ends by epochs at its target tokens/s over the epochs' target tokens."""
+    seconds = 0.0
+    for name, _, _, corpus, _ in runs:
+        settings = run_settings(config, smoke, corpus)
+        epochs = flag_value(settings["train_flags"], "--max-epoch")
+        if epochs and updates is None:
+            corpus_data = Corpus(datas[name], Path("."))
+            target = corpus_data.tokens("train", corpus_data.tgt)
+            seconds += int(epochs) * target / words_per_second
+        else:
+            seconds += (updates or settings["max_update"]) / updates_per_second
+    took = ("under a minute" if seconds < 60 else f"about {seconds / 60:.0f} minutes"
+            if seconds < 5400 else f"about {seconds / 3600:.1f} hours")
+    return (f"estimate: the {len(runs)} trainings take {took} here, at the "
+            f"{updates_per_second:.2f} updates/s and {words_per_second:,.0f} target tokens/s "
+            "of the first one's first minute (an estimate: models and corpora differ in "
+            "speed, and decoding and scoring come on top)")
+
+
 def batch_problem(config: dict, rows: List[dict], smoke: bool) -> Optional[str]:
     """One line if a training cannot keep the paper's batch on this machine, else None."""
     for _, model, _, corpus, _ in training_runs(rows):
@@ -202,12 +227,19 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
     a row is the best of several."""
     runs = training_runs(rows)
     done = Trained({}, {}, {})
+    for name, _, source, corpus, _ in runs:
+        source_data = prepared[corpus].fertility.get(source)
+        done.data[name] = source_data.data if source_data else prepared[corpus].data
+
+    def estimate(updates_per_second: float, words_per_second: float) -> None:
+        logger.info(time_estimate(config, runs, done.data, smoke, updates,
+                                  updates_per_second, words_per_second))
+
     for i, (name, model, source, corpus, seed) in enumerate(runs, 1):
         settings = run_settings(config, smoke, corpus)
         max_update = updates or settings["max_update"]
         average, windows = averaging(config, smoke, corpus)
         source_data = prepared[corpus].fertility.get(source)
-        done.data[name] = source_data.data if source_data else prepared[corpus].data
         flags, batch = keep_batch(
             fill_placeholders([*settings["train_flags"], *config["models"][model],
                                *(["--seed", str(seed)] if seed is not None else [])],
@@ -217,7 +249,7 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
         try:
             result = pipeline.train(done.data[name], work / slug(name),
                                     [*flags, *device_flags()], max_update, desc=name,
-                                    fresh=smoke)
+                                    fresh=smoke, on_speed=estimate if i == 1 else None)
         except RuntimeError as err:
             if model not in config.get("may_diverge", []):
                 raise

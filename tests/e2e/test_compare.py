@@ -180,3 +180,25 @@ def test_the_table_says_whether_a_stopped_row_was_still_learning():
         "300 (update cap reached; valid loss still improving)"
     assert stopped_cell(row("cap", [3.0, 1.4, 1.5, 1.6])) == "400 (update cap reached)"
     assert stopped_cell(row("converged", [3.0, 1.4, 1.5, 1.6])) == "400 (converged)"
+
+
+@pytest.mark.parametrize("probe_s,heard_at_end", [(0.0, False), (1e9, True)])
+def test_training_tells_its_speed_once(synthetic_bin, tmp_path, monkeypatch, probe_s,
+                                       heard_at_end):
+    """``pipeline.train``'s ``on_speed``: once, at the first logging interval after the
+    probe time (here at once), or at the end of a shorter run."""
+    from sparse_attn_plugin.experiments import pipeline
+
+    from helpers.models import TINY
+
+    monkeypatch.setattr(pipeline, "SPEED_PROBE_S", probe_s)
+    heard = []
+    result = pipeline.train(synthetic_bin, tmp_path, ["--arch", "sparse_transformer", *TINY,
+                                                      "--cpu", "--log-interval", "1",
+                                                      "--max-tokens", "1024",
+                                                      "--optimizer", "adam", "--lr", "1e-3"],
+                            4, on_speed=lambda ups, wps: heard.append((ups, wps)))
+    assert len(heard) == 1 and heard[0][0] > 0 and heard[0][1] > 0
+    assert result.updates == 4
+    # at the end: the rate of all the intervals after the first; at once: of the first two
+    assert heard_at_end == (heard[0][1] == result.words_per_second)

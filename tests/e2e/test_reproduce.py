@@ -518,3 +518,18 @@ def test_attention_parameters_count_every_attention_site(tmp_path, synthetic_bin
     expected = sum(p.numel() for name, p in model.named_parameters()
                    if "self_attn." in name or "encoder_attn." in name)
     assert reproduce.attention_parameters(tmp_path / "checkpoint.pt") == expected > 0
+
+
+def test_the_time_estimate_of_trainings_that_end_by_epochs_counts_their_tokens(synthetic_bin):
+    """Malaviya et al.'s models train 13 epochs: at W target tokens/s, 13 x the training
+    target tokens / W each; the run's --updates makes them end by updates instead."""
+    config = reproduction_config.load_config(MALAVIYA)
+    runs = [("a", None, None, None, None), ("b", None, None, None, None)]
+    target = fertility_data.Corpus(synthetic_bin, Path(".")).tokens("train", "tgt")
+    assert target == sum(len(line.split()) + 1 for line in fertility_data.Corpus(
+        synthetic_bin, Path(".")).lines("train", "tgt"))  # end-of-sentence included
+    datas = {"a": synthetic_bin, "b": synthetic_bin}
+    minutes = 2 * 13 * target / 100.0 / 60
+    line = reproduce.time_estimate(config, runs, datas, False, None, 1.0, 100.0)
+    assert 5 < minutes < 90 and f"the 2 trainings take about {minutes:.0f} minutes here" in line
+    assert "under a minute" in reproduce.time_estimate(config, runs, datas, False, 20, 1.0, 10.0)

@@ -385,6 +385,9 @@ def test_one_table_needs_only_its_corpus_and_says_its_plan_first(tmp_path, monke
     assert "plan: 6 trainings, then 2 decodings" in printed
     assert "train 'softmax [seed 1]': 3 updates" in printed
     assert printed.index("plan:") < printed.index("1/6 train")
+    # 6 trainings x 3 updates at the fake's 0.5 updates/s
+    assert "estimate: the 6 trainings take under a minute here, at the 0.50 updates/s and " \
+           "1,000 target tokens/s of the first one's first minute" in printed
     assert sorted({call["name"].split(" [")[0] for call in trained}) == ["softmax", "top-k, k = 8"]
     report = (tmp_path / "out" / "README.md").read_text()
     assert "## Table 1: BLEU, IWSLT14 De-En" in report and "IWSLT15" not in report.split(

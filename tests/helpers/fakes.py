@@ -13,10 +13,13 @@ from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
 def fake_train(calls):
     """Records each call; saves a tiny checkpoint ``checkpoint_1_U.pt`` per update U (for
-    averaging) and reports ``1000 + 10 * (number of calls so far)`` words/s."""
-    def train(data, save_dir, flags, max_update, desc="", fresh=True, **kwargs):
+    averaging), reports ``1000 + 10 * (number of calls so far)`` words/s, and tells
+    ``on_speed`` 0.5 updates/s and 1000 target tokens/s."""
+    def train(data, save_dir, flags, max_update, desc="", fresh=True, on_speed=None, **kwargs):
         calls.append({"name": desc, "data": Path(data), "flags": list(flags),
                       "save_dir": Path(save_dir)})
+        if on_speed:  # as if measured: 0.5 updates/s, 1000 target tokens/s
+            on_speed(0.5, 1000.0)
         Path(save_dir).mkdir(parents=True, exist_ok=True)
         for update in range(1, max_update + 1):
             torch.save({"model": {"w": torch.full((2,), float(update))}},

@@ -52,6 +52,14 @@ class Corpus:
     def _prefix(self, split: str, lang: str) -> Path:
         return self.data / f"{split}.{self.src}-{self.tgt}.{lang}"
 
+    def tokens(self, split: str, lang: str) -> int:
+        """How many tokens one side of a binarised split holds (end-of-sentence included,
+        as fairseq counts them)."""
+        from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+        dataset = MMapIndexedDataset(str(self._prefix(split, lang)))
+        return int(dataset.sizes.sum())  # ``sizes`` reads the dataset's memory map: keep it open
+
     def has(self, split: str) -> bool:
         return Path(f"{self._prefix(split, self.src)}.idx").is_file()
 
