@@ -175,13 +175,25 @@ def training_runs(rows: List[dict]) -> List[tuple]:
                               for r in rows for seed, name in r["candidates"].items()))
 
 
-def plan(config: dict, rows: List[dict], smoke: bool, updates: Optional[int]) -> List[str]:
-    """What the run will do, said before it trains: each training and how long it lasts,
+def plan(config: dict, rows: List[dict], datas: Dict[Optional[str], Path], smoke: bool,
+         updates: Optional[int]) -> List[str]:
+    """What the run will do, said before it trains: each training, how long it lasts and
+    the tokens it reads (its batch per update, or its corpus's target tokens per epoch),
     and how many decodings follow."""
     runs = training_runs(rows)
-    return [f"plan: {len(runs)} trainings, then {len({row['key'] for row in rows})} "
-            "decodings", *(f"  train {name!r}: {training_budget(config, smoke, corpus, updates)}"
-                          for name, _, _, corpus, _ in runs)]
+    lines = [f"plan: {len(runs)} trainings, then {len({row['key'] for row in rows})} decodings"]
+    for name, model, _, corpus, _ in runs:
+        budget = training_budget(config, smoke, corpus, updates)
+        if budget.endswith("epochs"):
+            text = Corpus(datas[corpus], Path("."))
+            reads = f"{text.tokens('train', text.tgt):,} target tokens each"
+        else:
+            reads = keep_batch([*run_settings(config, smoke, corpus)["train_flags"],
+                                *config["models"][model]],
+                               (paper_setting(config, smoke, "batch", corpus) or {}).get(
+                                   "gpus"))[1]
+        lines.append(f"  train {name!r}: {budget} of {reads}")
+    return lines
 
 
 def time_estimate(config: dict, runs: List[tuple], datas: Dict[str, Path], smoke: bool,
@@ -461,7 +473,7 @@ def main(argv=None):
     problem = check_data(config, datas, args.smoke)
     if problem:
         parser.error(problem)
-    for line in plan(config, rows, args.smoke, args.updates):
+    for line in plan(config, rows, datas, args.smoke, args.updates):
         logger.info(line)
     started = time.time()
     try:

@@ -533,3 +533,9 @@ def test_the_time_estimate_of_trainings_that_end_by_epochs_counts_their_tokens(s
     line = reproduce.time_estimate(config, runs, datas, False, None, 1.0, 100.0)
     assert 5 < minutes < 90 and f"the 2 trainings take about {minutes:.0f} minutes here" in line
     assert "under a minute" in reproduce.time_estimate(config, runs, datas, False, 20, 1.0, 10.0)
+    # the plan says so before training
+    rows = [row for _, table in reproduction_config.resolve_tables(config, False) for row in table]
+    plan = reproduce.plan(config, rows, dict.fromkeys([None, "ja-en", "ro-en"], synthetic_bin),
+                          False, None)
+    assert plan[0] == "plan: 22 trainings, then 28 decodings"
+    assert f"  train 'softmax': 13 epochs of {target:,} target tokens each" in plan

@@ -383,7 +383,8 @@ def test_one_table_needs_only_its_corpus_and_says_its_plan_first(tmp_path, monke
                     "--updates", "3", "--work-dir", tmp_path / "work", "--out", tmp_path / "out"])
     printed = capsys.readouterr().out
     assert "plan: 6 trainings, then 2 decodings" in printed
-    assert "train 'softmax [seed 1]': 3 updates" in printed
+    assert "train 'softmax [seed 1]': 3 updates of 4000 tokens x update-freq 4 x 1 GPU = " \
+           "16,000 tokens per update" in printed
     assert printed.index("plan:") < printed.index("1/6 train")
     # 6 trainings x 3 updates at the fake's 0.5 updates/s
     assert "estimate: the 6 trainings take under a minute here, at the 0.50 updates/s and " \
