@@ -124,7 +124,7 @@ def build_parser():
     p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=DROP_SYMMETRIZATION,
                    help=f"DROP's alignment symmetrisation (default {DROP_SYMMETRIZATION}, "
                         "which tracks true drops best; the paper's is "
-                        f"{PUBLISHED_SYMMETRIZATION}, see README)")
+                        f"{PUBLISHED_SYMMETRIZATION}, see docs/scoring.md)")
     p.add_argument("--json", type=Path, help="write the scores as JSON (- for stdout)")
     p.add_argument("--per-sentence", type=Path,
                    help="write per-sentence REP, METEOR and DROP (dropped/aligned) as TSV")

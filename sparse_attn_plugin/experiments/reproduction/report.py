@@ -80,7 +80,7 @@ def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
             f"**symmetrisation: {drop['symmetrize'][0]}**"
             + (f" (also {', '.join(others)}, in columns of their own)" if others else "")
             + ". The paper's DROP used grow-diag-final-and, which hides drops that the "
-              "forward direction shows (see README).")
+              "forward direction shows (see docs/scoring.md).")
     if any(row["source"] for _, rows in resolve_tables(config, smoke) for row in rows):
         notes.append(
             "Fertilities (models with `--fertility predicted` or a GUIDED table): *gold* = "
