@@ -432,8 +432,11 @@ def main(argv=None):
                         "--out results/<name>)")
     args = parser.parse_args(argv)
     try:
-        config = with_flags(load_config(args.config), shlex.split(args.train_flags),
-                            shlex.split(args.generate_flags))
+        added = shlex.split(args.train_flags), shlex.split(args.generate_flags)
+    except ValueError as err:  # e.g. an unclosed quote
+        parser.error(f"--train-flags / --generate-flags: {err}")
+    try:
+        config = with_flags(load_config(args.config), *added)
         if args.table:
             config = only_tables(config, args.table)
     except ConfigError as err:
