@@ -48,7 +48,6 @@ from .reproduction.config import (
     averaging_problem,
     corpus_data,
     drop_settings,
-    flag_value,
     load_config,
     only_tables,
     override_flags,
@@ -59,6 +58,7 @@ from .reproduction.config import (
     run_settings,
     slug,
     training_budget,
+    training_length,
     with_flags,
 )
 from .reproduction.fertility_data import (
@@ -184,7 +184,7 @@ def plan(config: dict, rows: List[dict], datas: Dict[Optional[str], Path], smoke
     lines = [f"plan: {len(runs)} trainings, then {len({row['key'] for row in rows})} decodings"]
     for name, model, _, corpus, _ in runs:
         budget = training_budget(config, smoke, corpus, updates)
-        if budget.endswith("epochs"):
+        if training_length(config, smoke, corpus, updates)[1] == "epochs":
             text = Corpus(datas[corpus], Path("."))
             reads = f"{text.tokens('train', text.tgt):,} target tokens each"
         else:
@@ -204,14 +204,12 @@ def time_estimate(config: dict, runs: List[tuple], datas: Dict[str, Path], smoke
     ends by epochs at its target tokens/s over the epochs' target tokens."""
     seconds = 0.0
     for name, _, _, corpus, _ in runs:
-        settings = run_settings(config, smoke, corpus)
-        epochs = flag_value(settings["train_flags"], "--max-epoch")
-        if epochs and updates is None:
-            corpus_data = Corpus(datas[name], Path("."))
-            target = corpus_data.tokens("train", corpus_data.tgt)
-            seconds += int(epochs) * target / words_per_second
+        count, unit = training_length(config, smoke, corpus, updates)
+        if unit == "epochs":
+            text = Corpus(datas[name], Path("."))
+            seconds += count * text.tokens("train", text.tgt) / words_per_second
         else:
-            seconds += (updates or settings["max_update"]) / updates_per_second
+            seconds += count / updates_per_second
     took = ("under a minute" if seconds < 60 else f"about {seconds / 60:.0f} minutes"
             if seconds < 5400 else f"about {seconds / 3600:.1f} hours")
     return (f"estimate: the {len(runs)} trainings take {took} here, at the "

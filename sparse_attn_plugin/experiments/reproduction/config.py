@@ -382,15 +382,23 @@ def only_tables(config: dict, wanted: List[str]) -> dict:
                                         for text in wanted)]}
 
 
-def training_budget(config: dict, smoke: bool, corpus: Optional[str],
-                    updates: Optional[int] = None) -> str:
-    """How long one training of a run on ``corpus`` lasts: ``"13 epochs"`` where its flags
-    end it by epochs, else its updates (``updates`` where the run overrides them)."""
+def training_length(config: dict, smoke: bool, corpus: Optional[str],
+                    updates: Optional[int] = None) -> Tuple[int, str]:
+    """How long one training of a run on ``corpus`` lasts: ``(13, "epochs")`` where its
+    flags end it by epochs, else ``(its updates, "updates")`` (``updates`` where the run
+    overrides them)."""
     settings = run_settings(config, smoke, corpus)
     epochs = flag_value(settings["train_flags"], "--max-epoch")
     if epochs and updates is None:
-        return f"{epochs} epochs"
-    return f"{updates or settings['max_update']:,} updates"
+        return int(epochs), "epochs"
+    return updates or settings["max_update"], "updates"
+
+
+def training_budget(config: dict, smoke: bool, corpus: Optional[str],
+                    updates: Optional[int] = None) -> str:
+    """:func:`training_length` in words: ``"13 epochs"``, ``"100,000 updates"``."""
+    count, unit = training_length(config, smoke, corpus, updates)
+    return f"{count:,} {unit}"
 
 
 def with_flags(config: dict, train: List[str], generate: List[str]) -> dict:
