@@ -69,6 +69,7 @@ from .reproduction.fertility_data import (
     fill_placeholders,
     gold_fertility_data,
     language_pair,
+    target_tokens,
 )
 from .reproduction.report import render, render_tables
 from .reproduction.selection import best, choose_window
@@ -185,8 +186,7 @@ def plan(config: dict, rows: List[dict], datas: Dict[Optional[str], Path], smoke
     for name, model, _, corpus, _ in runs:
         budget = training_budget(config, smoke, corpus, updates)
         if training_length(config, smoke, corpus, updates)[1] == "epochs":
-            text = Corpus(datas[corpus], Path("."))
-            reads = f"{text.tokens('train', text.tgt):,} target tokens each"
+            reads = f"{target_tokens(datas[corpus]):,} target tokens each"
         else:
             reads = keep_batch([*run_settings(config, smoke, corpus)["train_flags"],
                                 *config["models"][model]],
@@ -206,8 +206,7 @@ def time_estimate(config: dict, runs: List[tuple], datas: Dict[str, Path], smoke
     for name, _, _, corpus, _ in runs:
         count, unit = training_length(config, smoke, corpus, updates)
         if unit == "epochs":
-            text = Corpus(datas[name], Path("."))
-            seconds += count * text.tokens("train", text.tgt) / words_per_second
+            seconds += count * target_tokens(datas[name]) / words_per_second
         else:
             seconds += count / updates_per_second
     took = ("under a minute" if seconds < 60 else f"about {seconds / 60:.0f} minutes"

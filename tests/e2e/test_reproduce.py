@@ -525,7 +525,7 @@ def test_the_time_estimate_of_trainings_that_end_by_epochs_counts_their_tokens(s
     target tokens / W each; the run's --updates makes them end by updates instead."""
     config = reproduction_config.load_config(MALAVIYA)
     runs = [("a", None, None, None, None), ("b", None, None, None, None)]
-    target = fertility_data.Corpus(synthetic_bin, Path(".")).tokens("train", "tgt")
+    target = fertility_data.target_tokens(synthetic_bin)
     assert target == sum(len(line.split()) + 1 for line in fertility_data.Corpus(
         synthetic_bin, Path(".")).lines("train", "tgt"))  # end-of-sentence included
     datas = {"a": synthetic_bin, "b": synthetic_bin}

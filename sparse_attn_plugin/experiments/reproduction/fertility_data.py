@@ -40,6 +40,16 @@ def language_pair(data: Path) -> Tuple[str, str]:
     return pairs.pop()
 
 
+def target_tokens(data: Path) -> int:
+    """How many target tokens a binarised corpus's training split holds (end-of-sentence
+    included, as fairseq counts them)."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    src, tgt = language_pair(data)
+    dataset = MMapIndexedDataset(str(Path(data) / f"train.{src}-{tgt}.{tgt}"))
+    return int(dataset.sizes.sum())  # ``sizes`` reads the dataset's memory map: keep it open
+
+
 class Corpus:
     """A binarised corpus and the text of its splits: the tokens the model reads, or
     post-processed like fairseq-generate's output (``--remove-bpe``)."""
@@ -51,14 +61,6 @@ class Corpus:
 
     def _prefix(self, split: str, lang: str) -> Path:
         return self.data / f"{split}.{self.src}-{self.tgt}.{lang}"
-
-    def tokens(self, split: str, lang: str) -> int:
-        """How many tokens one side of a binarised split holds (end-of-sentence included,
-        as fairseq counts them)."""
-        from fairseq.data.indexed_dataset import MMapIndexedDataset
-
-        dataset = MMapIndexedDataset(str(self._prefix(split, lang)))
-        return int(dataset.sizes.sum())  # ``sizes`` reads the dataset's memory map: keep it open
 
     def has(self, split: str) -> bool:
         return Path(f"{self._prefix(split, self.src)}.idx").is_file()
