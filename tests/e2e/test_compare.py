@@ -106,6 +106,19 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert longer["updates"] == 20 and longer["stopped"] == "cap"
     assert longer["validation_curve"][:2] == rows[0]["validation_curve"]
     assert [u for u, _ in longer["validation_curve"]] == [6, 12, 18, 20]
+    # A training interrupted at the higher cap (checkpoints, no row.json) resumes from its
+    # checkpoint, even when --out records the row at the lower cap with the same model.
+    recorded = tmp_path / "recorded"
+    shutil.copytree(tmp_path / "again", recorded)
+    for done in ("trained.json", "row.json"):
+        (work / "tiny" / "softmax" / done).unlink()
+    compare.main([*TINY[:-3], "26", "--validate-every", "6", "--rows", "softmax",
+                  "--out", str(recorded), "--work-dir", str(work)])
+    resumed = json.loads((recorded / "comparison.json").read_text())["rows"][0]
+    assert resumed["validation_curve"][:4] == longer["validation_curve"]
+    assert resumed["updates"] == 26
+    log = (work / "tiny" / "softmax" / "train.log").read_text()
+    assert log.count("done training in") == 3  # to 12, on to 20, resumed on to 26
     # Other flags for the model (here its seed) train the row afresh.
     compare.main([*TINY, "--seed", "2", "--rows", "softmax", "--out", str(tmp_path / "seed"),
                   "--work-dir", str(work)])

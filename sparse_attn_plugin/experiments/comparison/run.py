@@ -15,8 +15,10 @@ stopped at the update cap or its time budget when either is raised (a converged 
 as it is).
 
 Every row's record carries its ``spec``, so a comparison already written to ``--out`` (a
-committed ``comparison.json``) seeds the rows a fresh work folder lacks: a row recorded
-there with the same model, data and decoding is reused, not trained again. A long
+committed ``comparison.json``) seeds the rows whose work folder holds no training of
+the same model: a row recorded there with the same model, data and decoding is reused,
+not trained again, while a training of that model already under way in the work folder
+(its checkpoints) is resumed, never replaced by the record. A long
 comparison thus finishes over several sessions on machines that keep only the results.
 """
 
@@ -83,10 +85,12 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     train_flags, generate_flags = row_flags(architecture, name, schedule, seed)
     spec = {"data": str(corpus.data), "train": train_flags, "generate": generate_flags,
             "max_update": schedule.max_update}
-    if (recorded and "spec" in recorded and _model_of(recorded["spec"]) == _model_of(spec)
-            and not (folder / "row.json").exists()):
-        _seed(folder, recorded)
     before = _read(folder / "spec.json")
+    same_model = before is not None and _model_of(before) == _model_of(spec)
+    if (recorded and "spec" in recorded and _model_of(recorded["spec"]) == _model_of(spec)
+            and not same_model):  # never over a training of this model (its checkpoints)
+        _seed(folder, recorded)
+        before = _read(folder / "spec.json")
     if before is None or _model_of(before) != _model_of(spec):
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
