@@ -53,8 +53,8 @@ def check_attention_args(args, sites: Sequence[str] = SITES):
         raise SettingsError(f"--topk must be >= 1, got {args.topk}")
     if "entmax_alpha" in chosen.values():
         args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init, "--entmax-alpha-init")
-        if args.entmax_bisect_iter < 1:
-            raise SettingsError(f"--entmax-bisect-iter must be >= 1, got {args.entmax_bisect_iter}")
+        if args.entmax_max_iter < 1:
+            raise SettingsError(f"--entmax-max-iter must be >= 1, got {args.entmax_max_iter}")
     if chosen.get("encoder_self") == "hard":
         logger.warning("hard retrieval in encoder self-attention costs BLEU (Xu et al. 2021, "
                        "Table 3: 26.60 vs 27.73 with decoder-only hard attention)")

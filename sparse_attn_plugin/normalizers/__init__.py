@@ -39,8 +39,10 @@ class NormalizerOptions:
         "help": f"initial alpha of learned alpha-entmax, in [{ALPHA_MIN}, {ALPHA_MAX}), or "
                 f"{RANDOM_INIT!r}: each head's z (alpha = 1 + sigmoid(z)) drawn from N(0, 1), "
                 "seeded by --seed, as Correia et al.'s code does", "metavar": "A"})
-    entmax_bisect_iter: int = field(default=25, metadata={
-        "help": "bisection iterations of learned alpha-entmax", "metavar": "N"})
+    entmax_max_iter: int = field(default=30, metadata={
+        "help": "iteration cap of learned alpha-entmax's safeguarded Newton solver for its "
+                "threshold (it stops on convergence, after 3-8 steps in practice)",
+        "metavar": "N"})
 
 
 _FACTORIES = {
@@ -49,7 +51,7 @@ _FACTORIES = {
     "sparsemax": lambda heads, opt: Sparsemax(),
     "entmax15": lambda heads, opt: Entmax15(),
     "entmax_alpha": lambda heads, opt: EntmaxAlpha(
-        heads, opt.entmax_alpha_init, opt.entmax_bisect_iter
+        heads, opt.entmax_alpha_init, opt.entmax_max_iter
     ),
     "hard": lambda heads, opt: HardRetrieval(),
     "csoftmax": lambda heads, opt: CSoftmax(),

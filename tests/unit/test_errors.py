@@ -98,7 +98,7 @@ def test_both_models_take_the_normaliser_flags_from_one_declaration(synthetic_bi
 
 @pytest.mark.parametrize("flags,message", [
     (["--attn-fn", "topk", "--topk", "0"], "--topk must be >= 1, got 0"),
-    (["--attn-fn", "entmax_alpha", "--entmax-bisect-iter", "0"], "--entmax-bisect-iter"),
+    (["--attn-fn", "entmax_alpha", "--entmax-max-iter", "0"], "--entmax-max-iter"),
     (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "3"], "--entmax-alpha-init must be"),
 ])
 def test_the_lstm_checks_the_normaliser_flags_as_the_transformer_does(synthetic_bin, flags,

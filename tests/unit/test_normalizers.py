@@ -41,13 +41,13 @@ def make(name, heads=3, **options):
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_gradcheck_scores(name):
-    norm = make(name, topk=3, entmax_bisect_iter=70)
+    norm = make(name, topk=3, entmax_max_iter=70)
     scores = random_scores().requires_grad_()
     assert torch.autograd.gradcheck(norm, (scores,), eps=1e-6, atol=1e-5)
 
 
 def test_gradcheck_alpha():
-    norm = make("entmax_alpha", entmax_bisect_iter=70)
+    norm = make("entmax_alpha", entmax_max_iter=70)
     logits = torch.tensor([-0.7, 0.1, 1.3], dtype=torch.float64, requires_grad=True)
     scores = random_scores(seed=1).requires_grad_()
 

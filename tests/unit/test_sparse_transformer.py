@@ -173,7 +173,7 @@ def test_random_alpha_init_through_fairseq_train_flags_is_seeded(synthetic_bin):
     (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "2.5"], "--entmax-alpha-init"),
     (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "rand"],
      "--entmax-alpha-init must be 'random' or a number in"),
-    (["--attn-fn", "entmax_alpha", "--entmax-bisect-iter", "0"], "--entmax-bisect-iter"),
+    (["--attn-fn", "entmax_alpha", "--entmax-max-iter", "0"], "--entmax-max-iter"),
 ])
 def test_infeasible_settings_fail_at_start_up(synthetic_bin, flags, message):
     with pytest.raises(SettingsError, match=message):
