@@ -9,6 +9,12 @@ the future on square shapes), in two modes:
   for ``entmax_alpha``, to its alpha parameter (module in training mode);
 * infer: forward only under ``torch.inference_mode()``, module in eval mode.
 
+Beside our normaliser modules (their rows named by ``--attn-fn``), each exact algorithm
+they choose among and the entmax package's functions are timed in the same rounds:
+``sparsemax [sort]`` is ``entmax.sparsemax``, ``[newton]`` our safeguarded Newton solver
+(``normalizers/entmax_newton.py``), ``entmax_alpha [bisect]`` the package's
+``entmax_bisect`` (25 halvings) with the same learned per-head alphas.
+
 After warm-up calls, the normalisers take turns in rounds (so drift in machine
 load hits all of them alike) and the median over rounds is kept. Each cell is a
 THROUGHPUT ratio, ``softmax time / normaliser time``: 1.0 is as fast as softmax,
@@ -28,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+from entmax import entmax15, entmax_bisect, sparsemax
 
 from sparse_attn_plugin.experiments.provenance import (
     describe_machine,
@@ -42,6 +49,7 @@ from sparse_attn_plugin.experiments.timing import (
 )
 from sparse_attn_plugin.files import write_text_atomic
 from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES, build_normalizer
+from sparse_attn_plugin.normalizers.entmax_newton import entmax15_newton, sparsemax_newton
 from sparse_attn_plugin.results_io import markdown_table
 
 #: The normalisers timed here. Hard retrieval replaces the weighted sum as well, so
@@ -70,21 +78,41 @@ def make_scores(batch, heads, tgt, src, causal, dtype, device, gen):
     return scores.masked_fill(mask, float("-inf")).to(device=device, dtype=dtype)
 
 
+def implementations(heads, device):
+    """Row label -> (function of the scores, its parameters): our modules, then each
+    algorithm they choose among and the entmax package's, alphas shared with ours."""
+    modules = {name: build_normalizer(name, heads).to(device) for name in NORMALIZERS}
+    learned = modules["entmax_alpha"]
+
+    def bisect(scores):
+        alpha = learned.alpha().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+        return entmax_bisect(scores, alpha, dim=-1, n_iter=25)
+
+    algorithms = {
+        "sparsemax [sort]": (lambda s: sparsemax(s, dim=-1), []),
+        "sparsemax [newton]": (sparsemax_newton, []),
+        "entmax15 [sort]": (lambda s: entmax15(s, dim=-1), []),
+        "entmax15 [newton]": (entmax15_newton, []),
+        "entmax_alpha [bisect]": (bisect, list(learned.parameters())),
+    }
+    return modules, {**{name: (m, list(m.parameters())) for name, m in modules.items()},
+                     **algorithms}
+
+
 def bench_shape(scores, mode, args, sync):
-    """Median seconds per call of every normaliser on ``scores`` in ``mode``."""
-    heads = scores.size(1)
+    """Median seconds per call of every implementation on ``scores`` in ``mode``."""
+    modules, rows = implementations(scores.size(1), scores.device)
     calls = {}
-    for name in NORMALIZERS:
-        module = build_normalizer(name, heads).to(scores.device)
+    for label, (fn, params) in rows.items():
         if mode == "train":
             x = scores.detach().requires_grad_(True)
-            inputs = [x, *module.parameters()]
-            upstream = torch.randn_like(module(x.detach()))
-            calls[name] = (lambda m=module, x=x, i=inputs, g=upstream:
-                           torch.autograd.grad(m(x), i, g))
+            upstream = torch.randn_like(fn(x.detach()))
+            calls[label] = (lambda f=fn, x=x, i=[x, *params], g=upstream:
+                            torch.autograd.grad(f(x), i, g))
         else:
-            module.eval()
-            calls[name] = lambda m=module: m(scores)
+            for module in modules.values():
+                module.eval()
+            calls[label] = lambda f=fn: f(scores)
     return warmed_medians(calls, mode, args.warmup, args.repeats, args.sample_s, sync)
 
 
@@ -94,13 +122,12 @@ def profile_ops(scores, top=6):
     from torch.profiler import ProfilerActivity, profile
 
     parts = []
-    for name in NORMALIZERS:
-        module = build_normalizer(name, scores.size(1)).to(scores.device)
+    for name, (fn, params) in implementations(scores.size(1), scores.device)[1].items():
         x = scores.detach().requires_grad_(True)
-        upstream = torch.randn_like(module(x.detach()))
+        upstream = torch.randn_like(fn(x.detach()))
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(5):
-                torch.autograd.grad(module(x), [x, *module.parameters()], upstream)
+                torch.autograd.grad(fn(x), [x, *params], upstream)
         events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
         total = sum(e.self_cpu_time_total for e in events) or 1
         rows = [[f"`{e.key}`", f"{100 * e.self_cpu_time_total / total:.0f}%", e.count // 5]
@@ -123,9 +150,10 @@ def markdown(results, labels, args, command):
     for col, (mode, title) in enumerate(MODES.items()):
         lines += [f"## {title}", "", "| normaliser | " + " | ".join(labels)
                   + " | paper (GPU, end-to-end) |", "|---" * (len(labels) + 2) + "|"]
-        for name in NORMALIZERS:
-            cells = [f"{results[mode][lab][name]['throughput_ratio']:.2f}" for lab in labels]
-            lines.append(f"| {name} | " + " | ".join(cells) + f" | {PAPER[name][col]:.2f} |")
+        for label in results[mode][labels[0]]:
+            cells = [f"{results[mode][lab][label]['throughput_ratio']:.2f}" for lab in labels]
+            paper = f"{PAPER[label][col]:.2f}" if label in PAPER else "-"
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {paper} |")
         lines.append("")
     return "\n".join(lines)
 

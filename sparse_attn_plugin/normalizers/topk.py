@@ -7,7 +7,9 @@ Per query row, ``t`` is the k-th largest unmasked score; scores below ``t`` beco
 
 Entries equal to ``t`` are all kept, as in the reference code, so ties can keep more
 than k keys. ``t`` is a constant for the backward pass: gradients reach only the
-kept entries. When a row has fewer than k unmasked keys, the k-th largest score is
+kept entries, and they are softmax's, ``ds = p * (dp - sum(p * dp))`` (``p = 0`` off the
+kept entries), computed in closed form from ``p`` alone rather than through the
+masking's own backward. When a row has fewer than k unmasked keys, the k-th largest score is
 ``-inf`` and every unmasked key is kept, i.e. k is clamped to the number of unmasked
 keys, recomputed for each row (and so at every incremental decoding step).
 """
@@ -16,6 +18,28 @@ import torch
 from torch import Tensor
 
 from .base import Normalizer
+
+
+class TopKSoftmax(torch.autograd.Function):
+    """Softmax over the entries of each last-dim row at least its k-th largest."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, k: int) -> Tensor:
+        kth = scores.topk(k, dim=-1, sorted=False).values.amin(-1, keepdim=True)
+        probs = torch.softmax(scores.masked_fill(scores < kth, float("-inf")), dim=-1)
+        ctx.save_for_backward(probs)
+        return probs
+
+    @staticmethod
+    def backward(ctx, d_probs: Tensor):
+        (probs,) = ctx.saved_tensors
+        weighted = probs * d_probs
+        return weighted - probs * weighted.sum(-1, keepdim=True), None
+
+
+def topk_softmax(scores: Tensor, k: int) -> Tensor:
+    """Top-k attention weights over the last dim (``k`` below its size)."""
+    return TopKSoftmax.apply(scores, k)
 
 
 class TopK(Normalizer):
@@ -36,8 +60,7 @@ class TopK(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         if self.k < scores.size(-1) and (self.training or not self.train_only):
-            kth = scores.topk(self.k, dim=-1).values[..., -1:]
-            scores = scores.masked_fill(scores < kth, float("-inf"))
+            return topk_softmax(scores, self.k)
         return torch.softmax(scores, dim=-1)
 
     def extra_repr(self) -> str:
