@@ -29,7 +29,7 @@ def add_attention_args(parser, names: Sequence[str] = NAMES,
             parser.add_argument(flag, action="store_true", help=info["help"])
         else:
             parser.add_argument(flag, type=int if option.type is int else None,
-                                metavar=info["metavar"],
+                                metavar=info["metavar"], choices=info.get("choices"),
                                 help=f"{info['help']} (default {option.default})")
 
 

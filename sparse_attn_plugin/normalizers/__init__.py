@@ -21,6 +21,7 @@ from .entmax_family import (
     Sparsemax,
     parse_alpha_init,
 )
+from .fastest import COMPILE_AFTER, IMPLS
 from .hard import HardRetrieval
 from .topk import TopK
 
@@ -39,6 +40,12 @@ class NormalizerOptions:
         "help": f"initial alpha of learned alpha-entmax, in [{ALPHA_MIN}, {ALPHA_MAX}), or "
                 f"{RANDOM_INIT!r}: each head's z (alpha = 1 + sigmoid(z)) drawn from N(0, 1), "
                 "seeded by --seed, as Correia et al.'s code does", "metavar": "A"})
+    attn_impl: str = field(default="auto", metadata={
+        "help": "how the normalisers are computed: torch (eagerly), compiled (kernels fused "
+                "by torch.compile, compiled on first use), or auto (the fastest of both, "
+                "timed on the first batch of each sentence length; the compiled kernels join "
+                f"after {COMPILE_AFTER} calls, so short runs never compile)",
+        "metavar": "IMPL", "choices": IMPLS})
     entmax_max_iter: int = field(default=30, metadata={
         "help": "iteration cap of learned alpha-entmax's safeguarded Newton solver for its "
                 "threshold (it stops on convergence, after 3-8 steps in practice)",
@@ -47,11 +54,11 @@ class NormalizerOptions:
 
 _FACTORIES = {
     "softmax": lambda heads, opt: Softmax(),
-    "topk": lambda heads, opt: TopK(opt.topk, opt.topk_train_only),
-    "sparsemax": lambda heads, opt: Sparsemax(),
-    "entmax15": lambda heads, opt: Entmax15(),
+    "topk": lambda heads, opt: TopK(opt.topk, opt.topk_train_only, opt.attn_impl),
+    "sparsemax": lambda heads, opt: Sparsemax(opt.attn_impl),
+    "entmax15": lambda heads, opt: Entmax15(opt.attn_impl),
     "entmax_alpha": lambda heads, opt: EntmaxAlpha(
-        heads, opt.entmax_alpha_init, opt.entmax_max_iter
+        heads, opt.entmax_alpha_init, opt.entmax_max_iter, opt.attn_impl
     ),
     "hard": lambda heads, opt: HardRetrieval(),
     "csoftmax": lambda heads, opt: CSoftmax(),
@@ -95,8 +102,8 @@ def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = Nor
 
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "CONSTRAINED", "FITS", "NAMES", "RANDOM_INIT", "SITES", "CSoftmax",
-    "CSparsemax", "Entmax15", "EntmaxAlpha", "HardRetrieval", "InfeasibleBounds", "Normalizer",
-    "NormalizerOptions", "Softmax", "Sparsemax", "TopK", "build_normalizer", "check_fits",
-    "csoftmax", "csparsemax", "parse_alpha_init",
+    "ALPHA_MAX", "ALPHA_MIN", "CONSTRAINED", "FITS", "IMPLS", "NAMES", "RANDOM_INIT", "SITES",
+    "CSoftmax", "CSparsemax", "Entmax15", "EntmaxAlpha", "HardRetrieval", "InfeasibleBounds",
+    "Normalizer", "NormalizerOptions", "Softmax", "Sparsemax", "TopK", "build_normalizer",
+    "check_fits", "csoftmax", "csparsemax", "parse_alpha_init",
 ]

@@ -23,6 +23,8 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from .fastest import IMPLS
+
 
 def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
     """``normalize(scores)`` in float32 or wider, with all-zero weights (and zero
@@ -40,7 +42,20 @@ def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
 
 class Normalizer(nn.Module, ABC):
     """Base class: subclasses implement :meth:`normalize` on float32/float64 scores
-    with at least one unmasked key per row."""
+    with at least one unmasked key per row.
+
+    Args:
+        impl: how the normaliser is computed, one of :data:`~.fastest.IMPLS`: eagerly
+            (``torch``), by compiled kernels (``compiled``), or the fastest of both
+            (``auto``); those with one implementation ignore it.
+    """
+
+    def __init__(self, impl: str = "auto"):
+        super().__init__()
+        if impl not in IMPLS:
+            raise ValueError(f"unknown attention implementation {impl!r}; choose from "
+                             f"{', '.join(IMPLS)}")
+        self.impl = impl
 
     def forward(self, scores: Tensor) -> Tensor:
         return guarded(self.normalize, scores)

@@ -18,7 +18,8 @@ or float64 (the base class upcasts half precision, where the threshold is too co
 """
 
 import math
-from typing import Union
+from functools import partial
+from typing import Dict, Tuple, Union
 
 import torch
 from entmax import entmax15, sparsemax
@@ -27,7 +28,7 @@ from torch import Tensor, nn
 from ..errors import SettingsError
 from .base import Normalizer
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
-from .fastest import Fastest
+from .fastest import Fastest, by_impl
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
 
@@ -53,25 +54,38 @@ def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str
     return alpha
 
 
-#: Each exact algorithm of sparsemax and 1.5-entmax, fastest first on this device.
-SPARSEMAX = Fastest("sparsemax", {"sort": lambda s: sparsemax(s, dim=-1),
-                                  "newton": sparsemax_newton})
-ENTMAX15 = Fastest("1.5-entmax", {"sort": lambda s: entmax15(s, dim=-1),
-                                  "newton": entmax15_newton})
+#: Sparsemax's and 1.5-entmax's exact algorithms per ``--attn-impl``, timed on first use.
+SPARSEMAX = by_impl("sparsemax", {"sort": lambda s: sparsemax(s, dim=-1),
+                                  "newton": sparsemax_newton},
+                    {"newton, compiled": partial(sparsemax_newton, impl="compiled")})
+ENTMAX15 = by_impl("1.5-entmax", {"sort": lambda s: entmax15(s, dim=-1),
+                                  "newton": entmax15_newton},
+                   {"newton, compiled": partial(entmax15_newton, impl="compiled")})
+#: Learned alpha-entmax's solver per (iteration cap, ``--attn-impl``).
+_ENTMAX_ALPHA: Dict[Tuple[int, str], Fastest] = {}
+
+
+def _entmax_alpha(max_iter: int, impl: str) -> Fastest:
+    if (max_iter, impl) not in _ENTMAX_ALPHA:
+        _ENTMAX_ALPHA.update({(max_iter, name): chooser for name, chooser in by_impl(
+            "alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter)},
+            {"newton, compiled": partial(entmax_newton, max_iter=max_iter, impl="compiled")},
+        ).items()})
+    return _ENTMAX_ALPHA[max_iter, impl]
 
 
 class Sparsemax(Normalizer):
     """``sparsemax(s) = argmin_{p in simplex} ||p - s||^2`` (alpha = 2)."""
 
     def normalize(self, scores: Tensor) -> Tensor:
-        return SPARSEMAX(scores)
+        return SPARSEMAX[self.impl](scores)
 
 
 class Entmax15(Normalizer):
     """1.5-entmax, computed exactly (Peters et al. 2019)."""
 
     def normalize(self, scores: Tensor) -> Tensor:
-        return ENTMAX15(scores)
+        return ENTMAX15[self.impl](scores)
 
 
 class EntmaxAlpha(Normalizer):
@@ -92,10 +106,12 @@ class EntmaxAlpha(Normalizer):
         alpha_init: initial alpha of every head, in [1.01, 2), or :data:`RANDOM_INIT`
             for ``z_h ~ N(0, 1)``, one draw per head.
         n_iter: iteration cap of the Newton solver, which stops on convergence.
+        impl: ``--attn-impl`` (:data:`~.fastest.IMPLS`).
     """
 
-    def __init__(self, num_heads: int, alpha_init: Union[float, str] = 1.5, n_iter: int = 30):
-        super().__init__()
+    def __init__(self, num_heads: int, alpha_init: Union[float, str] = 1.5, n_iter: int = 30,
+                 impl: str = "auto"):
+        super().__init__(impl)
         alpha_init = parse_alpha_init(alpha_init)
         if n_iter < 1:
             raise ValueError(f"the entmax solver needs at least 1 iteration, got {n_iter}")
@@ -132,7 +148,7 @@ class EntmaxAlpha(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         alpha = self.alpha().to(scores.dtype).view(1, -1, 1, 1)
-        return entmax_newton(scores, alpha, max_iter=self.n_iter)
+        return _entmax_alpha(self.n_iter, self.impl)(scores, alpha)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.alpha_logit.numel()}, n_iter={self.n_iter}"

@@ -1,12 +1,19 @@
 """The fastest of several exact implementations of one normaliser, chosen by timing.
 
-Sparsemax and 1.5-entmax each have two exact algorithms here: the entmax package's,
-which sorts every row, and the safeguarded Newton solver of :mod:`.entmax_newton`. Which
-one is faster depends on the device and on the row length (one sort of ``d`` keys against
-a few passes over them), so :class:`Fastest` times them, forward and, when gradients are
-wanted, backward, on the first scores of each kind it meets (device, dtype, row length
-rounded up to a power of two, with or without gradients) and keeps the winner for the
-rest of the process. Both agree to rounding, so the choice changes speed, not results.
+A normaliser may have several exact algorithms (sparsemax and 1.5-entmax: the entmax
+package's sort, or the safeguarded Newton solver of :mod:`.entmax_newton`) and each may
+run eagerly or fused by ``torch.compile`` (:mod:`.compiled`). Which is fastest depends on
+the device and on the row length, so :class:`Fastest` times the candidates, forward and,
+when gradients are wanted, backward, on the first scores of each kind it meets (device,
+dtype, row length rounded up to a power of two, with or without gradients) and keeps
+the winner for the rest of the process. All candidates agree to rounding, so the choice
+changes speed, not results; it is logged once per kind.
+
+``--attn-impl`` picks the candidates (:func:`by_impl`): ``torch`` the eager ones,
+``compiled`` the compiled ones, ``auto`` both, the compiled ones joining only once the
+normaliser has been called :data:`COMPILE_AFTER` times in the process, so that a short
+run (a test, a quick decode) never pays seconds of compilation while a training of
+thousands of steps gets the fused kernels where they are faster.
 """
 
 import logging
@@ -18,6 +25,16 @@ from torch import Tensor
 
 logger = logging.getLogger(__name__)
 
+#: Values of ``--attn-impl``.
+IMPLS = ("auto", "torch", "compiled")
+#: Calls of one normaliser after which ``auto`` also times its compiled kernels (a
+#: 6-layer model calls each normaliser of every site 6 times per forward pass).
+COMPILE_AFTER = 600
+
+
+def _wants_grad(scores: Tensor) -> bool:
+    return scores.requires_grad and torch.is_grad_enabled()
+
 
 def _kind(scores: Tensor) -> Tuple:
     """What the timing depends on: device, dtype, row length bucket, gradients."""
@@ -25,41 +42,54 @@ def _kind(scores: Tensor) -> Tuple:
     return scores.device.type, scores.dtype, length, _wants_grad(scores)
 
 
-def _wants_grad(scores: Tensor) -> bool:
-    return scores.requires_grad and torch.is_grad_enabled()
-
-
 class Fastest:
-    """Calls whichever of ``candidates`` (name -> function of the scores) ran fastest
-    on the first scores of the same :func:`_kind`; ``rounds`` timed calls each."""
+    """Calls whichever candidate (name -> function of the scores and ``*args``) ran
+    fastest on the first scores of the same :func:`_kind`, timed over ``rounds`` calls
+    each. ``later`` candidates join the timing after ``compile_after`` calls."""
 
-    def __init__(self, family: str, candidates: Dict[str, Callable[[Tensor], Tensor]],
-                 rounds: int = 3):
+    def __init__(self, family: str, candidates: Dict[str, Callable[..., Tensor]],
+                 later: Dict[str, Callable[..., Tensor]] = None,
+                 compile_after: int = COMPILE_AFTER, rounds: int = 3):
         self.family = family
         self.candidates = candidates
+        self.later = later or {}
+        self.compile_after = compile_after
         self.rounds = rounds
-        self.chosen: Dict[Tuple, str] = {}
+        self.calls = 0
+        self.chosen: Dict[Tuple, Tuple[str, Callable[..., Tensor]]] = {}
 
-    def __call__(self, scores: Tensor) -> Tensor:
-        kind = _kind(scores)
+    def __call__(self, scores: Tensor, *args) -> Tensor:
+        self.calls += 1
+        pool = self.candidates
+        if self.later and self.calls > self.compile_after:
+            pool = {**self.candidates, **self.later}
+        kind = (*_kind(scores), len(pool))
         if kind not in self.chosen:
-            self.chosen[kind] = self._time(scores)
-            logger.info("%s on %s: the %s algorithm is the fastest here", self.family,
-                        "/".join(map(str, kind[:3])), self.chosen[kind])
-        return self.candidates[self.chosen[kind]](scores)
+            name = self._time(pool, scores, args) if len(pool) > 1 else next(iter(pool))
+            self.chosen[kind] = name, pool[name]
+            logger.info("%s on %s: %s is the fastest here", self.family,
+                        "/".join(map(str, kind[:3])), name)
+        return self.chosen[kind][1](scores, *args)
 
-    def _time(self, scores: Tensor) -> str:
+    def _time(self, pool, scores: Tensor, args) -> str:
         sample = scores.detach().requires_grad_(_wants_grad(scores))
         upstream = torch.randn_like(sample) if sample.requires_grad else None
         sync = torch.cuda.synchronize if sample.is_cuda else (lambda: None)
-        best = dict.fromkeys(self.candidates, float("inf"))
-        for _ in range(self.rounds):                  # the best of each: warm-up ignored
-            for name, fn in self.candidates.items():
+        best = dict.fromkeys(pool, float("inf"))
+        for _ in range(self.rounds):  # the best of each round: compilation and warm-up left out
+            for name, fn in pool.items():
                 sync()
                 start = time.perf_counter()
-                out = fn(sample)
+                out = fn(sample, *args)
                 if upstream is not None:
                     torch.autograd.grad(out, sample, upstream)
                 sync()
                 best[name] = min(best[name], time.perf_counter() - start)
         return min(best, key=best.get)
+
+
+def by_impl(family: str, eager: Dict[str, Callable[..., Tensor]],
+            compiled: Dict[str, Callable[..., Tensor]]) -> Dict[str, Fastest]:
+    """One :class:`Fastest` per value of ``--attn-impl`` for these candidates."""
+    return {"torch": Fastest(family, eager), "compiled": Fastest(family, compiled),
+            "auto": Fastest(family, eager, later=compiled)}

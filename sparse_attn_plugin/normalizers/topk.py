@@ -12,34 +12,92 @@ kept entries), computed in closed form from ``p`` alone rather than through the
 masking's own backward. When a row has fewer than k unmasked keys, the k-th largest score is
 ``-inf`` and every unmasked key is kept, i.e. k is clamped to the number of unmasked
 keys, recomputed for each row (and so at every incremental decoding step).
+
+The general ``topk`` kernel sorts partially, row by row, and costs ten softmaxes on a
+CPU; the compiled path (``--attn-impl compiled``, or ``auto`` in a long run) finds ``t``
+by k - 1 removals of the row maximum fused with the masking and the softmax into one
+loop, and falls back on the general kernel for a batch where a tie makes that inexact.
 """
+
+from typing import Dict, Tuple
 
 import torch
 from torch import Tensor
 
 from .base import Normalizer
+from .compiled import compiled
+from .fastest import Fastest, by_impl
+
+NEG_INF = float("-inf")
+
+
+def kth_largest(scores: Tensor, k: int) -> Tensor:
+    """The k-th largest entry of each last-dim row, counted with repeats (``-inf`` when
+    a row has fewer than k unmasked keys), by the general ``topk`` kernel."""
+    return scores.topk(k, dim=-1, sorted=False).values.amin(-1, keepdim=True)
+
+
+def _fused_topk_weights(scores: Tensor, k: int):
+    """Top-k weights by k - 1 removals of the row maximum (elementwise work and row
+    reductions only, which ``torch.compile`` fuses into one loop), and whether they are
+    exact: removing a maximum removes all its repeats, so this finds the k-th largest
+    *distinct* value, which is the k-th largest exactly when k entries are kept or the
+    row has at most k unmasked keys (every one kept)."""
+    rest = scores
+    for _ in range(k - 1):
+        rest = torch.where(rest >= rest.amax(-1, keepdim=True), NEG_INF, rest)
+    keep = scores >= rest.amax(-1, keepdim=True)
+    kept = keep.to(scores.dtype).sum(-1, keepdim=True)
+    unmasked = (scores > NEG_INF).to(scores.dtype).sum(-1, keepdim=True)
+    exact = ((kept == k) | (unmasked <= k)).all()
+    return torch.softmax(torch.where(keep, scores, NEG_INF), dim=-1), exact
+
+
+def _softmax_grad(probs: Tensor, d_probs: Tensor) -> Tensor:
+    weighted = probs * d_probs
+    return weighted - probs * weighted.sum(-1, keepdim=True)
 
 
 class TopKSoftmax(torch.autograd.Function):
-    """Softmax over the entries of each last-dim row at least its k-th largest."""
+    """Softmax over the entries of each last-dim row at least its k-th largest; with
+    ``fused``, by the compiled kernel (the general one where a tie makes it inexact)."""
 
     @staticmethod
-    def forward(ctx, scores: Tensor, k: int) -> Tensor:
-        kth = scores.topk(k, dim=-1, sorted=False).values.amin(-1, keepdim=True)
-        probs = torch.softmax(scores.masked_fill(scores < kth, float("-inf")), dim=-1)
+    def forward(ctx, scores: Tensor, k: int, fused: bool) -> Tensor:
+        probs = None
+        if fused:
+            probs, exact = compiled(_fused_topk_weights)(scores, k)
+            probs = probs if bool(exact) else None
+        if probs is None:
+            kth = kth_largest(scores, k)
+            probs = torch.softmax(scores.masked_fill(scores < kth, NEG_INF), dim=-1)
+        ctx.fused = fused
         ctx.save_for_backward(probs)
         return probs
 
     @staticmethod
     def backward(ctx, d_probs: Tensor):
         (probs,) = ctx.saved_tensors
-        weighted = probs * d_probs
-        return weighted - probs * weighted.sum(-1, keepdim=True), None
+        grad = compiled(_softmax_grad) if ctx.fused else _softmax_grad
+        return grad(probs, d_probs), None, None
 
 
-def topk_softmax(scores: Tensor, k: int) -> Tensor:
-    """Top-k attention weights over the last dim (``k`` below its size)."""
-    return TopKSoftmax.apply(scores, k)
+def topk_softmax(scores: Tensor, k: int, impl: str = "torch") -> Tensor:
+    """Top-k attention weights over the last dim (``k`` below its size); ``impl``
+    ``"torch"`` or ``"compiled"``."""
+    return TopKSoftmax.apply(scores, k, impl == "compiled")
+
+
+#: The top-k kernels per (k, ``--attn-impl``), timed on first use.
+_TOPK: Dict[Tuple[int, str], Fastest] = {}
+
+
+def _topk(k: int, impl: str) -> Fastest:
+    if (k, impl) not in _TOPK:
+        _TOPK.update({(k, name): chooser for name, chooser in by_impl(
+            "top-k", {"topk kernel": lambda s: topk_softmax(s, k)},
+            {"fused, compiled": lambda s: topk_softmax(s, k, "compiled")}).items()})
+    return _TOPK[k, impl]
 
 
 class TopK(Normalizer):
@@ -49,10 +107,11 @@ class TopK(Normalizer):
         k: number of keys kept per query (8 is the paper's best of {4, 8, 16, 32, inf}).
         train_only: select the top k only in training mode; in evaluation mode this is
             plain softmax (the paper's Table 5 ablation).
+        impl: ``--attn-impl`` (:data:`~.fastest.IMPLS`).
     """
 
-    def __init__(self, k: int = 8, train_only: bool = False):
-        super().__init__()
+    def __init__(self, k: int = 8, train_only: bool = False, impl: str = "auto"):
+        super().__init__(impl)
         if k < 1:
             raise ValueError(f"top-k attention needs k >= 1, got k={k}")
         self.k = k
@@ -60,8 +119,8 @@ class TopK(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         if self.k < scores.size(-1) and (self.training or not self.train_only):
-            return topk_softmax(scores, self.k)
+            return _topk(self.k, self.impl)(scores)
         return torch.softmax(scores, dim=-1)
 
     def extra_repr(self) -> str:
-        return f"k={self.k}, train_only={self.train_only}"
+        return f"k={self.k}, train_only={self.train_only}, impl={self.impl}"

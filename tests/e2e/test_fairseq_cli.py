@@ -86,6 +86,17 @@ def test_hard_retrieval_switched_at_decoding_time(synthetic_bin, checkpoints, tr
         "the switch changed nothing"
 
 
+def test_compiled_kernels_train_and_generate(synthetic_bin, tmp_path):
+    """--attn-impl compiled through the console scripts: top-k, learned alpha-entmax and
+    sparsemax by torch.compile'd kernels in training and in incremental decoding."""
+    sites = ["--encoder-self-attn-fn", "topk", "--topk", "3", "--decoder-self-attn-fn",
+             "entmax_alpha", "--decoder-cross-attn-fn", "sparsemax", "--attn-impl", "compiled"]
+    checkpoint = train(synthetic_bin, tmp_path, *sites, updates=3)
+    assert len(generate(synthetic_bin, checkpoint)) == 40
+    cfg = torch.load(checkpoint, weights_only=True)["cfg"]["model"]
+    assert cfg.attn_impl == "compiled"
+
+
 def test_topk_train_only_switch_is_accepted(synthetic_bin, tmp_path):
     ckpt = train(synthetic_bin, tmp_path / "ck", "--attn-fn", "topk", "--topk-train-only",
                  updates=2, in_process=True)
@@ -148,6 +159,7 @@ def test_fp16_training_keeps_learned_alphas_float32(synthetic_bin, tmp_path):
 @pytest.mark.parametrize("flags,code,message", [
     (["--attn-fn", "nope"], 2, "argument --attn-fn: invalid choice: 'nope'"),
     (["--decoder-cross-attn-fn", "sparsemaxx"], 2, "invalid choice: 'sparsemaxx'"),
+    (["--attn-impl", "triton"], 2, "argument --attn-impl: invalid choice: 'triton'"),
     (["--attn-fn", "topk", "--topk", "0"], 1, "error: --topk must be >= 1, got 0"),
     (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "rand"], 1,
      "error: --entmax-alpha-init must be 'random' or a number in [1.01, 2.0), got 'rand'"),

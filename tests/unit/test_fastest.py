@@ -1,18 +1,19 @@
-"""Fastest: the exact algorithm a normaliser runs is chosen by timing, once per kind of
-scores, and the choice changes speed only."""
+"""Fastest: the implementation a normaliser runs is chosen by timing, once per kind of
+scores; --attn-impl picks the candidates; the choice changes speed only."""
 
 import time
 
+import pytest
 import torch
 
-from sparse_attn_plugin.normalizers import Entmax15, Sparsemax
+from sparse_attn_plugin.normalizers import IMPLS, NormalizerOptions, build_normalizer
 from sparse_attn_plugin.normalizers.entmax_family import ENTMAX15, SPARSEMAX
-from sparse_attn_plugin.normalizers.fastest import Fastest
+from sparse_attn_plugin.normalizers.fastest import Fastest, by_impl
 
 
 def counted(log, name, delay):
-    def fn(scores):
-        log.append(name)
+    def fn(scores, *args):
+        log.append((name, args))
         time.sleep(delay)
         return torch.softmax(scores, -1)
     return fn
@@ -22,18 +23,38 @@ def test_the_faster_candidate_is_chosen_once_per_kind_of_scores():
     log = []
     fastest = Fastest("test", {"slow": counted(log, "slow", 0.02),
                                "quick": counted(log, "quick", 0.0)}, rounds=2)
-    scores = torch.randn(2, 3, 5)
-    fastest(scores)
-    assert log.count("slow") == 2 and log.count("quick") == 3    # timed twice, then run
+    fastest(torch.randn(2, 3, 5), "arg")
+    assert log.count(("slow", ("arg",))) == 2 and log.count(("quick", ("arg",))) == 3
     log.clear()
-    fastest(torch.randn(4, 3, 7))                                  # same bucket: 5 and 7 -> 8
-    assert log == ["quick"]
-    fastest(torch.randn(2, 3, 9))                                  # a longer row: timed again
-    assert log.count("slow") == 2
+    fastest(torch.randn(4, 3, 7), "arg")                           # same bucket: 5 and 7 -> 8
+    assert log == [("quick", ("arg",))]
+    fastest(torch.randn(2, 3, 9), "arg")                           # a longer row: timed again
+    assert log.count(("slow", ("arg",))) == 2
     log.clear()
-    fastest(torch.randn(2, 3, 5, requires_grad=True))              # with gradients: timed again
-    assert log.count("slow") == 2
-    assert len(fastest.chosen) == 3 and set(fastest.chosen.values()) == {"quick"}
+    fastest(torch.randn(2, 3, 5, requires_grad=True), "arg")       # with gradients: again
+    assert log.count(("slow", ("arg",))) == 2
+    assert len(fastest.chosen) == 3 and {name for name, _ in fastest.chosen.values()} == {"quick"}
+
+
+def test_later_candidates_join_after_so_many_calls():
+    log = []
+    fastest = Fastest("test", {"eager": counted(log, "eager", 0.01)},
+                      later={"compiled": counted(log, "compiled", 0.0)}, compile_after=3, rounds=2)
+    for _ in range(3):
+        fastest(torch.randn(2, 5))
+    assert {name for name, _ in log} == {"eager"}                  # one candidate: not timed
+    log.clear()
+    fastest(torch.randn(2, 5))
+    fastest(torch.randn(2, 5))
+    assert [name for name, _ in log][-1] == "compiled" and log.count(("eager", ())) == 2
+
+
+def test_by_impl_gives_the_candidates_of_each_implementation():
+    choosers = by_impl("test", {"a": None, "b": None}, {"c": None})
+    assert set(choosers) == set(IMPLS)
+    assert set(choosers["torch"].candidates) == {"a", "b"} and not choosers["torch"].later
+    assert set(choosers["compiled"].candidates) == {"c"}
+    assert set(choosers["auto"].candidates) == {"a", "b"} and set(choosers["auto"].later) == {"c"}
 
 
 def test_gradients_are_timed_with_a_backward_pass_and_still_flow():
@@ -45,8 +66,12 @@ def test_gradients_are_timed_with_a_backward_pass_and_still_flow():
 
 def test_sparsemax_and_entmax15_give_the_same_weights_whichever_algorithm_wins():
     scores = torch.randn(2, 3, 4, 9, dtype=torch.float64)
-    for module, chooser in ((Sparsemax(), SPARSEMAX), (Entmax15(), ENTMAX15)):
-        weights = module(scores)
-        chooser(scores)                                            # the kind is chosen now
-        for algorithm in chooser.candidates.values():
+    for name, choosers in (("sparsemax", SPARSEMAX), ("entmax15", ENTMAX15)):
+        weights = build_normalizer(name, 3, NormalizerOptions(attn_impl="torch"))(scores)
+        for algorithm in choosers["torch"].candidates.values():
             torch.testing.assert_close(algorithm(scores), weights, atol=1e-12, rtol=0)
+
+
+def test_an_unknown_implementation_is_refused():
+    with pytest.raises(ValueError, match="unknown attention implementation 'cuda'"):
+        build_normalizer("topk", 2, NormalizerOptions(attn_impl="cuda"))

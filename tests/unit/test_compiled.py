@@ -1,0 +1,71 @@
+"""The compiled kernels (``--attn-impl compiled``) against the eager ones: same weights,
+same gradients, the inexact fused top-k falling back on the general kernel, and new batch
+sizes and sentence lengths reusing the compiled code."""
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from sparse_attn_plugin.normalizers import NormalizerOptions, build_normalizer
+from sparse_attn_plugin.normalizers.entmax_newton import entmax_newton
+from sparse_attn_plugin.normalizers.topk import topk_softmax
+
+from helpers.scores import NEG_INF, random_scores
+
+# Compiling takes seconds per kernel: one worker compiles them all, once.
+pytestmark = [pytest.mark.xdist_group("compiled"), pytest.mark.slow]
+
+
+def grads(fn, scores, *params):
+    scores = scores.detach().requires_grad_()
+    out = fn(scores)
+    upstream = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    return (out, *torch.autograd.grad(out, [scores, *params], upstream))
+
+
+@pytest.mark.parametrize("alpha", [2.0, 1.5, 1.3])
+def test_entmax_compiled_equals_eager(alpha):
+    scores = random_scores(shape=(3, 2, 5, 9), seed=1)
+    for ours, eager in zip(grads(lambda s: entmax_newton(s, alpha, impl="compiled"), scores),
+                           grads(lambda s: entmax_newton(s, alpha), scores)):
+        torch.testing.assert_close(ours, eager, atol=1e-12, rtol=0)
+
+
+def test_learned_alpha_compiled_equals_eager_with_its_gradient():
+    scores = random_scores(shape=(3, 2, 5, 9), seed=2)
+    compiled = build_normalizer("entmax_alpha", 2, NormalizerOptions(attn_impl="compiled"))
+    eager = build_normalizer("entmax_alpha", 2, NormalizerOptions(attn_impl="torch"))
+    for module in (compiled, eager):
+        module.double()
+        with torch.no_grad():
+            module.alpha_logit.copy_(torch.tensor([-1.0, 2.0]))
+    for ours, theirs in zip(grads(compiled, scores, compiled.alpha_logit),
+                            grads(eager, scores, eager.alpha_logit)):
+        torch.testing.assert_close(ours, theirs, atol=1e-11, rtol=0)
+
+
+def test_topk_compiled_equals_eager_with_ties_and_short_rows():
+    scores = random_scores(shape=(3, 2, 5, 9), seed=3)
+    for ours, eager in zip(grads(lambda s: topk_softmax(s, 3, "compiled"), scores),
+                           grads(lambda s: topk_softmax(s, 3), scores)):
+        torch.testing.assert_close(ours, eager, atol=1e-12, rtol=0)
+    tied = scores.clone()
+    tied[0, 0, 0] = torch.tensor([2.0, 2.0, 2.0, 2.0, 1.0, 0.0, NEG_INF, 1.0, 1.0])
+    tied[0, 0, 1] = torch.tensor([1.0, 2.0, 2.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0])
+    probs = topk_softmax(tied, 3, "compiled")
+    torch.testing.assert_close(probs, topk_softmax(tied, 3), atol=1e-12, rtol=0)
+    assert (probs[0, 0, 0, :4] > 0).all() and (probs[0, 0, 0, 4:] == 0).all()
+    assert (probs[0, 0, 1, :3] > 0).all() and (probs[0, 0, 1, 3:] == 0).all()
+
+
+def test_new_lengths_and_batch_sizes_reuse_the_compiled_kernels():
+    def run(batch, length):
+        scores = torch.randn(batch, 2, length, length, dtype=torch.float64)
+        grads(lambda s: entmax_newton(s, 1.5, impl="compiled"), scores)
+        grads(lambda s: topk_softmax(s, 3, "compiled"), scores)
+
+    run(3, 7)
+    graphs = counters["stats"]["unique_graphs"]
+    run(5, 11)
+    run(2, 13)
+    assert counters["stats"]["unique_graphs"] == graphs
