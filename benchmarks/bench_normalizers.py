@@ -48,7 +48,7 @@ from sparse_attn_plugin.experiments.timing import (
     warmed_medians,
 )
 from sparse_attn_plugin.files import write_text_atomic
-from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES, build_normalizer
+from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES, NormalizerOptions, build_normalizer
 from sparse_attn_plugin.normalizers.entmax_newton import entmax15_newton, sparsemax_newton
 from sparse_attn_plugin.results_io import markdown_table
 
@@ -79,40 +79,50 @@ def make_scores(batch, heads, tgt, src, causal, dtype, device, gen):
 
 
 def implementations(heads, device):
-    """Row label -> (function of the scores, its parameters): our modules, then each
-    algorithm they choose among and the entmax package's, alphas shared with ours."""
-    modules = {name: build_normalizer(name, heads).to(device) for name in NORMALIZERS}
-    learned = modules["entmax_alpha"]
+    """Row label -> (function of the scores, its parameters): our modules computed
+    eagerly (``--attn-impl torch``; the name alone) and by compiled kernels (``[compiled]``),
+    then each algorithm they choose among and the entmax package's, alphas all alike."""
+    rows = {}
+    for name in NORMALIZERS:
+        for impl in ("torch", "compiled") if name != "softmax" else ("torch",):
+            module = build_normalizer(name, heads, NormalizerOptions(attn_impl=impl)).to(device)
+            label = name if impl == "torch" else f"{name} [compiled]"
+            rows[label] = (module, list(module.parameters()))
+    learned = rows["entmax_alpha"][0]
 
     def bisect(scores):
         alpha = learned.alpha().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
         return entmax_bisect(scores, alpha, dim=-1, n_iter=25)
 
-    algorithms = {
-        "sparsemax [sort]": (lambda s: sparsemax(s, dim=-1), []),
-        "sparsemax [newton]": (sparsemax_newton, []),
-        "entmax15 [sort]": (lambda s: entmax15(s, dim=-1), []),
-        "entmax15 [newton]": (entmax15_newton, []),
-        "entmax_alpha [bisect]": (bisect, list(learned.parameters())),
-    }
-    return modules, {**{name: (m, list(m.parameters())) for name, m in modules.items()},
-                     **algorithms}
+    return {**rows,
+            "sparsemax [sort]": (lambda s: sparsemax(s, dim=-1), []),
+            "sparsemax [newton]": (sparsemax_newton, []),
+            "entmax15 [sort]": (lambda s: entmax15(s, dim=-1), []),
+            "entmax15 [newton]": (entmax15_newton, []),
+            "entmax_alpha [bisect]": (bisect, list(learned.parameters()))}
 
 
-def bench_shape(scores, mode, args, sync):
-    """Median seconds per call of every implementation on ``scores`` in ``mode``."""
-    modules, rows = implementations(scores.size(1), scores.device)
+def bench_shape(scores, mode, args, sync, first_calls=None):
+    """Median seconds per call of every implementation on ``scores`` in ``mode``; with
+    ``first_calls`` (a dict), also the seconds of each one's first call (compilation)."""
     calls = {}
-    for label, (fn, params) in rows.items():
+    for label, (fn, params) in implementations(scores.size(1), scores.device).items():
+        if isinstance(fn, torch.nn.Module):
+            fn.train(mode == "train")
         if mode == "train":
             x = scores.detach().requires_grad_(True)
-            upstream = torch.randn_like(fn(x.detach()))
+            with torch.no_grad():
+                upstream = torch.randn_like(fn(x))
             calls[label] = (lambda f=fn, x=x, i=[x, *params], g=upstream:
                             torch.autograd.grad(f(x), i, g))
         else:
-            for module in modules.values():
-                module.eval()
             calls[label] = lambda f=fn: f(scores)
+        if first_calls is not None:
+            sync()
+            start = time.perf_counter()
+            calls[label]()
+            sync()
+            first_calls[label] = time.perf_counter() - start
     return warmed_medians(calls, mode, args.warmup, args.repeats, args.sample_s, sync)
 
 
@@ -122,7 +132,7 @@ def profile_ops(scores, top=6):
     from torch.profiler import ProfilerActivity, profile
 
     parts = []
-    for name, (fn, params) in implementations(scores.size(1), scores.device)[1].items():
+    for name, (fn, params) in implementations(scores.size(1), scores.device).items():
         x = scores.detach().requires_grad_(True)
         upstream = torch.randn_like(fn(x.detach()))
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -137,7 +147,7 @@ def profile_ops(scores, top=6):
     return "\n".join(parts)
 
 
-def markdown(results, labels, args, command):
+def markdown(results, labels, args, command, first_calls):
     lines = ["# Attention normaliser speed: throughput ratio to softmax", "",
              provenance_header(command),
              f"Device `{args.device}`, dtype `{args.dtype}`, median of {args.repeats} "
@@ -146,7 +156,12 @@ def markdown(results, labels, args, command):
              "queries x keys, 10-20% of keys padded"
              + (", causal on square shapes" if args.causal else "") + "). The paper "
              "column is Zhao et al. (2019) Table 4: end-to-end tokens/s of whole fp16 "
-             "models on a GPU, not directly comparable to these op-level ratios.", ""]
+             "models on a GPU, not directly comparable to these op-level ratios.", "",
+             "A name alone is our module computed eagerly (`--attn-impl torch`), `[compiled]` "
+             "the same by torch.compile'd kernels (`--attn-impl compiled`); `--attn-impl auto`, "
+             "the default, runs the faster of the two in a long run (the compiled kernels join "
+             "after 600 calls). `[sort]` and `[bisect]` are the entmax package's functions, "
+             "`[newton]` our solver called directly.", ""]
     for col, (mode, title) in enumerate(MODES.items()):
         lines += [f"## {title}", "", "| normaliser | " + " | ".join(labels)
                   + " | paper (GPU, end-to-end) |", "|---" * (len(labels) + 2) + "|"]
@@ -155,6 +170,13 @@ def markdown(results, labels, args, command):
             paper = f"{PAPER[label][col]:.2f}" if label in PAPER else "-"
             lines.append(f"| {label} | " + " | ".join(cells) + f" | {paper} |")
         lines.append("")
+    lines += ["## Compilation", "", f"The first forward + backward call at {labels[0]}, "
+              "compilation included (Inductor keeps compiled code on disk, so a later process "
+              "pays less; inference and one-query decoding steps compile once more):", "",
+              markdown_table(["implementation", "first call (s)", "later calls (ms)"],
+                             [[label, f"{first_calls[label]:.1f}",
+                               f"{1e3 * results['train'][labels[0]][label]['median_s']:.2f}"]
+                              for label in first_calls if label.endswith("[compiled]")]), ""]
     return "\n".join(lines)
 
 
@@ -180,16 +202,17 @@ def main(argv=None):
     command = "python benchmarks/bench_normalizers.py " + shlex.join(argv)
     dtype, sync, gen = start_timing(args)
     started = time.perf_counter()
-    results, labels = {mode: {} for mode in MODES}, []
+    results, labels, first_calls = {mode: {} for mode in MODES}, [], {}
     for label, *shape in SHAPES:
         label += " causal" if args.causal and shape[2] == shape[3] else ""
         labels.append(label)
         scores = make_scores(*shape, args.causal, dtype, args.device, gen)
         for mode in MODES:
-            medians = bench_shape(scores, mode, args, sync)
+            medians = bench_shape(scores, mode, args, sync,
+                                  first_calls if not first_calls else None)
             results[mode][label] = ratios_to(medians)
     elapsed = time.perf_counter() - started
-    text = markdown(results, labels, args, command)
+    text = markdown(results, labels, args, command, first_calls)
     if args.profile:
         scores = make_scores(*SHAPES[0][1:], False, dtype, args.device, gen)
         text += (f"\n## Where the time goes: forward + backward, {SHAPES[0][0]}\n\n"
@@ -202,6 +225,7 @@ def main(argv=None):
                   "settings": {k: str(v) if isinstance(v, Path) else v
                                for k, v in vars(args).items()},
                   "shapes": labels, "elapsed_s": elapsed, "results": results,
+                  "first_call_s": first_calls,
                   "paper_gpu_end_to_end": {n: dict(zip(MODES, r)) for n, r in PAPER.items()}}
         write_text_atomic(args.out / "normalizers.md", text)
         write_text_atomic(args.out / "normalizers.json", json.dumps(record, indent=1) + "\n")

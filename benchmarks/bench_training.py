@@ -40,7 +40,9 @@ MODELS = {
               "--disable-validation", "--log-interval", "5"], 60),
 }
 METHOD = ("Training speed is the median of fairseq-train's words/s over its logging "
-          "intervals (every 5 updates, the first left out); generation forces every "
+          "intervals (every 5 updates, the first, which compiles `[compiled]` kernels, left "
+          "out); a name alone runs eagerly (`--attn-impl torch`), `[compiled]` by "
+          "torch.compile'd kernels (`--attn-impl compiled`); generation forces every "
           "hypothesis to the same length, so each model does the same decoding work. "
           "The paper's columns are its GPU tokens/s ratios (fp16 training, batch-128 "
           "inference), for comparison only.")
@@ -51,18 +53,23 @@ PAPER = {"softmax": (1.0, 1.0), "topk": (0.98, 0.94), "sparsemax": (0.80, 0.43),
 TARGETS = {"topk": 0.95, "sparsemax": 0.95, "entmax15": 0.95, "entmax_alpha": 0.8}
 
 
-def measure(model, name, data, work, updates, length):
+def measure(model, name, impl, data, work, updates, length):
     flags, default_updates = MODELS[model]
     updates = updates or default_updates
-    flags = [*flags, *device_flags(), "--attn-fn", name]
-    run_dir = work / f"{model}-{name}"
-    trained = pipeline.train(data, run_dir, flags, updates, desc=f"{model} {name:>12}",
+    flags = [*flags, *device_flags(), "--attn-fn", name, "--attn-impl", impl]
+    run_dir = work / f"{model}-{name}-{impl}"
+    trained = pipeline.train(data, run_dir, flags, updates, desc=f"{model} {name:>12} {impl}",
                              skip_first_interval=True)
     generated = pipeline.generate(
         data, trained.checkpoint,
         ["--beam", "5", "--batch-size", "128", "--min-len", str(length), "--max-len-a", "0",
          "--max-len-b", str(length), *device_flags()], run_dir / "generate.log")
     return trained.words_per_second, generated.sentences_per_second
+
+
+def label(name, impl):
+    """A row's name: the normaliser's, with ``[compiled]`` for compiled kernels."""
+    return name if impl == "torch" or name == "softmax" else f"{name} [compiled]"
 
 
 def render(results, args, command):
@@ -77,12 +84,14 @@ def render(results, args, command):
         rows = []
         for name, (wps, sps) in by_name.items():
             train_ratio = wps / base[0] if base else float("nan")
-            target = TARGETS.get(name)
+            target = TARGETS.get(name.split(" [")[0])
             verdict = "" if target is None else (" (target met)" if train_ratio >= target
                                                   else f" (target {target} missed)")
             paper = PAPER.get(name, ("-", "-"))
+            compiled = name.endswith("[compiled]")
             rows.append([name, f"{train_ratio:.2f}{verdict}",
-                         f"{sps / base[1]:.2f}" if base else "n/a", paper[0], paper[1]])
+                         (f"{sps / base[1]:.2f}" + (" (compiling included)" if compiled else ""))
+                         if base else "n/a", paper[0], paper[1]])
         parts.append(f"## {model} model\n\n" + markdown_table(
             ["attention", "train words/s ÷ softmax", "generate sent/s ÷ softmax",
              "paper train (GPU)", "paper infer (GPU)"], rows))
@@ -96,6 +105,9 @@ def main(argv=None):
     # Constrained attention needs fertilities and fits cross-attention only:
     # bench_constrained.py times it.
     parser.add_argument("--attn-fns", default=",".join(n for n in NAMES if n not in CONSTRAINED))
+    parser.add_argument("--attn-impls", default="torch,compiled",
+                        help="--attn-impl values to time, each but softmax's (torch: eager; "
+                             "compiled: rows named NAME [compiled])")
     parser.add_argument("--updates", type=int,
                         help="training updates per run (default: iwslt 20, demo 60)")
     parser.add_argument("--length", type=int, default=25, help="generated tokens per sentence")
@@ -105,10 +117,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     models = args.models.split(",")
     names = args.attn_fns.split(",")
+    impls = args.attn_impls.split(",")
     bad = [m for m in models if m not in MODELS]
+    bad += [i for i in impls if i not in ("torch", "compiled")]
     bad += [n for n in names if n not in NAMES or n in CONSTRAINED]
     if bad:
-        parser.error(f"unknown model or normaliser: {', '.join(bad)}")
+        parser.error(f"unknown model, normaliser or implementation: {', '.join(bad)}")
     if min(args.length, args.test_size, args.rounds) < 1:
         parser.error("--length, --test-size and --rounds must be positive")
     if args.updates is not None and args.updates < 10:
@@ -120,12 +134,14 @@ def main(argv=None):
         raw = work / "raw"
         write_corpus(raw, train=5000, valid=100, test=args.test_size)
         data = Path(binarize(raw, work / "bin"))
-        samples = {m: {n: [] for n in names} for m in models}
+        rows = [(name, impl) for name in names for impl in impls
+                if name != "softmax" or impl == impls[0]]
+        samples = {m: {label(*row): [] for row in rows} for m in models}
         for _ in range(args.rounds):
             for model in models:
-                for name in names:
-                    samples[model][name].append(
-                        measure(model, name, data, work, args.updates, args.length))
+                for name, impl in rows:
+                    samples[model][label(name, impl)].append(
+                        measure(model, name, impl, data, work, args.updates, args.length))
     results = {m: {n: tuple(statistics.median(x) for x in zip(*runs)) for n, runs in by.items()}
                for m, by in samples.items()}
     given = sys.argv[1:] if argv is None else argv

@@ -34,8 +34,9 @@ def test_quick_run_writes_complete_tables(tmp_path):
     assert record["shapes"] == labels
     for label in labels:
         assert label in md
-    rows = set(bench.implementations(4, "cpu")[1])
-    assert set(bench.NORMALIZERS) < rows and {"sparsemax [sort]", "entmax_alpha [bisect]"} < rows
+    rows = set(bench.implementations(4, "cpu"))
+    assert set(bench.NORMALIZERS) < rows and {"sparsemax [sort]", "entmax_alpha [bisect]",
+                                              "topk [compiled]", "entmax_alpha [compiled]"} < rows
     for name in rows:
         assert f"| {name} |" in md and f"### {name}\n" in md
     assert set(record["results"]) == {"train", "infer"}
@@ -49,5 +50,8 @@ def test_quick_run_writes_complete_tables(tmp_path):
                 for key in ("median_s", "time_ratio", "throughput_ratio"):
                     assert math.isfinite(cell[key]) and cell[key] > 0, (mode, label, name, key)
                 assert math.isclose(cell["time_ratio"] * cell["throughput_ratio"], 1.0)
+    compiled = {name for name in rows if name.endswith("[compiled]")}
+    assert set(record["first_call_s"]) == rows and "## Compilation" in md
+    assert all(f"| {name} | " in md.split("## Compilation")[1] for name in compiled)
     assert "## Where the time goes" in md and "share of self CPU time" in md
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes left no temp files behind

@@ -19,10 +19,11 @@ def test_training_benchmark_writes_ratios(tmp_path):
     data = json.loads((tmp_path / "training.json").read_text())
     for measure in ("words_per_second", "sentences_per_second"):
         values = data[measure]["demo"]
-        assert set(values) == {"softmax", "topk"}
+        assert set(values) == {"softmax", "topk", "topk [compiled]"}
         assert all(v > 0 and math.isfinite(v) for v in values.values())
     table = (tmp_path / "training.md").read_text()
     assert "| topk |" in table and "max tokens per batch {'demo': '1024'}" in table
+    assert "| topk [compiled] |" in table and "(compiling included)" in table
 
 
 def test_metrics_benchmark_times_every_step(tmp_path):
