@@ -48,7 +48,13 @@ from sparse_attn_plugin.experiments.timing import (
     warmed_medians,
 )
 from sparse_attn_plugin.files import write_text_atomic
-from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES, NormalizerOptions, build_normalizer
+from sparse_attn_plugin.normalizers import (
+    COMPILED,
+    CONSTRAINED,
+    NAMES,
+    NormalizerOptions,
+    build_normalizer,
+)
 from sparse_attn_plugin.normalizers.entmax_newton import entmax15_newton, sparsemax_newton
 from sparse_attn_plugin.results_io import markdown_table
 
@@ -84,7 +90,7 @@ def implementations(heads, device):
     then each algorithm they choose among and the entmax package's, alphas all alike."""
     rows = {}
     for name in NORMALIZERS:
-        for impl in ("torch", "compiled") if name != "softmax" else ("torch",):
+        for impl in ("torch", "compiled") if name in COMPILED else ("torch",):
             module = build_normalizer(name, heads, NormalizerOptions(attn_impl=impl)).to(device)
             label = name if impl == "torch" else f"{name} [compiled]"
             rows[label] = (module, list(module.parameters()))

@@ -28,7 +28,7 @@ from sparse_attn_plugin.experiments.comparison.models import ARCHITECTURES
 from sparse_attn_plugin.experiments.pipeline import device_flags
 from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
-from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES
+from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES
 from sparse_attn_plugin.results_io import markdown_table
 
 TRAIN_FLAGS = ["--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "4096", "--seed", "1",
@@ -69,7 +69,7 @@ def measure(model, name, impl, data, work, updates, length):
 
 def label(name, impl):
     """A row's name: the normaliser's, with ``[compiled]`` for compiled kernels."""
-    return name if impl == "torch" or name == "softmax" else f"{name} [compiled]"
+    return name if impl == "torch" or name not in COMPILED else f"{name} [compiled]"
 
 
 def render(results, args, command):
@@ -106,8 +106,8 @@ def main(argv=None):
     # bench_constrained.py times it.
     parser.add_argument("--attn-fns", default=",".join(n for n in NAMES if n not in CONSTRAINED))
     parser.add_argument("--attn-impls", default="torch,compiled",
-                        help="--attn-impl values to time, each but softmax's (torch: eager; "
-                             "compiled: rows named NAME [compiled])")
+                        help="--attn-impl values to time for the normalisers that have compiled "
+                             "kernels (torch: eager; compiled: rows named NAME [compiled])")
     parser.add_argument("--updates", type=int,
                         help="training updates per run (default: iwslt 20, demo 60)")
     parser.add_argument("--length", type=int, default=25, help="generated tokens per sentence")
@@ -135,7 +135,7 @@ def main(argv=None):
         write_corpus(raw, train=5000, valid=100, test=args.test_size)
         data = Path(binarize(raw, work / "bin"))
         rows = [(name, impl) for name in names for impl in impls
-                if name != "softmax" or impl == impls[0]]
+                if name in COMPILED or impl == impls[0]]
         samples = {m: {label(*row): [] for row in rows} for m in models}
         for _ in range(args.rounds):
             for model in models:

@@ -75,6 +75,9 @@ CONSTRAINED = ("csoftmax", "csparsemax")
 #: cross-attention only.
 FITS = {name: ("decoder_cross",) if name in CONSTRAINED else SITES for name in _FACTORIES}
 
+#: Normalisers with compiled kernels, for which ``--attn-impl`` matters.
+COMPILED = ("topk", "sparsemax", "entmax15", "entmax_alpha")
+
 #: Names accepted by ``--attn-fn`` and the per-site flags.
 NAMES = tuple(_FACTORIES)
 
@@ -102,8 +105,9 @@ def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = Nor
 
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "CONSTRAINED", "FITS", "IMPLS", "NAMES", "RANDOM_INIT", "SITES",
-    "CSoftmax", "CSparsemax", "Entmax15", "EntmaxAlpha", "HardRetrieval", "InfeasibleBounds",
-    "Normalizer", "NormalizerOptions", "Softmax", "Sparsemax", "TopK", "build_normalizer",
-    "check_fits", "csoftmax", "csparsemax", "parse_alpha_init",
+    "ALPHA_MAX", "ALPHA_MIN", "COMPILED", "CONSTRAINED", "FITS", "IMPLS", "NAMES",
+    "RANDOM_INIT", "SITES", "CSoftmax", "CSparsemax", "Entmax15", "EntmaxAlpha",
+    "HardRetrieval", "InfeasibleBounds", "Normalizer", "NormalizerOptions", "Softmax",
+    "Sparsemax", "TopK", "build_normalizer", "check_fits", "csoftmax", "csparsemax",
+    "parse_alpha_init",
 ]

@@ -6,7 +6,16 @@ import time
 import pytest
 import torch
 
-from sparse_attn_plugin.normalizers import IMPLS, NormalizerOptions, build_normalizer
+from sparse_attn_plugin.normalizers import (
+    COMPILED,
+    CONSTRAINED,
+    IMPLS,
+    NAMES,
+    NormalizerOptions,
+    build_normalizer,
+    entmax_newton,
+    topk,
+)
 from sparse_attn_plugin.normalizers.entmax_family import ENTMAX15, SPARSEMAX
 from sparse_attn_plugin.normalizers.fastest import Fastest, by_impl
 
@@ -75,3 +84,22 @@ def test_sparsemax_and_entmax15_give_the_same_weights_whichever_algorithm_wins()
 def test_an_unknown_implementation_is_refused():
     with pytest.raises(ValueError, match="unknown attention implementation 'cuda'"):
         build_normalizer("topk", 2, NormalizerOptions(attn_impl="cuda"))
+
+
+def test_the_normalisers_listed_as_compiled_are_the_ones_that_compile(monkeypatch):
+    """--attn-impl compiled reaches compiled kernels for exactly COMPILED (compiling is
+    replaced by a record of what would be compiled)."""
+    asked = []
+
+    def record(fn):
+        asked.append(fn.__name__)
+        return fn
+
+    for module in (entmax_newton, topk):
+        monkeypatch.setattr(module, "compiled", record)
+    scores = torch.randn(2, 3, 4, 9, requires_grad=True)
+    for name in (n for n in NAMES if n not in CONSTRAINED):
+        asked.clear()
+        norm = build_normalizer(name, 3, NormalizerOptions(attn_impl="compiled", topk=3))
+        torch.autograd.grad(norm(scores).sum(), scores)
+        assert bool(asked) == (name in COMPILED), (name, asked)
