@@ -58,7 +58,9 @@ class _ProgressHandler(logging.StreamHandler):
 
 def show_progress(label: str) -> None:
     """Print the progress loggers' INFO records on stdout as ``[label] message``, in place
-    of what an earlier command of this process showed."""
+    of what an earlier command of this process showed; fairseq's own INFO records (the
+    datasets it loads for us) are left out: progress is ours to show."""
+    logging.getLogger("fairseq").setLevel(logging.WARNING)
     handler = _ProgressHandler()
     handler.setFormatter(logging.Formatter(f"[{label}] %(message)s"))
     for name in PROGRESS_LOGGERS:

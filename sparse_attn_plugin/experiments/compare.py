@@ -149,7 +149,6 @@ def main(argv=None):
         parser.fail(err)
 
     show_progress("compare")
-    logging.getLogger("fairseq").setLevel(logging.WARNING)  # progress is ours to show
     signal.signal(signal.SIGTERM, _stop)  # `kill` stops the training under way too
     start = time.time()
     if corpus is None:

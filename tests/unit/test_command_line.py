@@ -33,3 +33,12 @@ def test_progress_is_shown_once_under_the_latest_commands_label(capsys):
     outside.info("a model's own notice: not progress")
     assert capsys.readouterr().out == ("[multi30k_de_en] 1/2 softmax\n"
                                        "[multi30k_de_en] [tokenise] 1.2 s\n")
+
+
+def test_progress_leaves_out_fairseqs_notices(caplog, monkeypatch):
+    """Such as those of the datasets it loads for reproduce's fertility data."""
+    caplog.set_level(logging.INFO)                                 # as fairseq's own set-up
+    monkeypatch.setattr(logging.getLogger("fairseq"), "level", logging.NOTSET)
+    assert logging.getLogger("fairseq.data.data_utils").isEnabledFor(logging.INFO)
+    show_progress("reproduce")
+    assert not logging.getLogger("fairseq.data.data_utils").isEnabledFor(logging.INFO)
