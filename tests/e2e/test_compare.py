@@ -84,7 +84,7 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
                 data = {**data, **{k: [f for f in data[k] if f != "--cpu"]
                                    for k in ("train", "generate")}}
             elif name == "entmax_alpha":
-                data.update(meteor=None, machine="an H100")
+                data.update(meteor=None, machine="an H100", commit="0123456789ab")
             (row_dir / record).write_text(json.dumps(data))
     for checkpoint in (work / "tiny" / "entmax_alpha").glob("*.pt"):
         checkpoint.unlink()
@@ -96,7 +96,11 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert filled[1]["meteor"] == pytest.approx(rows[1]["meteor"])
     table = (moved / "README.md").read_text()
     assert "- rows entmax_alpha trained and translated on: an H100" in table
-    assert table.split("| entmax_alpha |")[1].split("\n")[0].endswith("| n/a | n/a |")
+    assert "- rows entmax_alpha trained at commit `0123456789ab`" in table
+    assert "- rows softmax" not in table  # trained here, at this commit
+    alpha_row = table.split("| entmax_alpha |")[1].split("\n")[0]
+    assert alpha_row.endswith("| n/a | n/a |")
+    assert alpha_row.index("enc-self") < alpha_row.index("dec-self") < alpha_row.index("cross")
     assert not (moved / "attention-maps.png").exists() and (moved / "alphas.png").exists()
 
     # A higher update cap trains a capped row on from its last checkpoint, curve kept.

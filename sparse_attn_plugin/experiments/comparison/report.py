@@ -7,7 +7,7 @@ from typing import List, Sequence
 from ...evaluation.drop import DROP_SYMMETRIZATION
 from ...results_io import markdown_table
 from ...sites import SITES
-from ..provenance import describe_machine, provenance_header
+from ..provenance import describe_machine, git_commit, provenance_header
 from .corpus import Corpus
 from .published import published_rows
 
@@ -30,21 +30,27 @@ def _ratio(row, base, key, here: str):
     return f"{row[key] / base[key]:.2f}"
 
 
-def _elsewhere(rows: Sequence[dict], here: str) -> str:
-    """Markdown lines naming the machines rows were trained on, where not ``here``."""
-    by_machine = {}
+def _elsewhere(rows: Sequence[dict], here: str, commit: str) -> str:
+    """Markdown lines naming the machines rows were trained on, where not ``here``, and
+    the commits they were trained at, where not ``commit`` (a row reused from an earlier
+    comparison keeps its own; rows recorded before rows named theirs say nothing)."""
+    by_machine, by_commit = {}, {}
     for row in rows:
         if _machine(row, here) != here:
             by_machine.setdefault(row["machine"], []).append(row["attention"])
-    return "".join(f"- rows {', '.join(names)} trained and translated on: {machine}\n"
-                   for machine, names in by_machine.items())
+        if row.get("commit", commit) != commit:
+            by_commit.setdefault(row["commit"], []).append(row["attention"])
+    return "".join([*(f"- rows {', '.join(names)} trained and translated on: {machine}\n"
+                      for machine, names in by_machine.items()),
+                    *(f"- rows {', '.join(names)} trained at commit `{made_at}`\n"
+                      for made_at, names in by_commit.items())])
 
 
 def _alpha_cell(alphas):
     if not alphas:
         return "-"
     return "; ".join(f"{SITE_LABELS[s]} {sum(a) / len(a):.2f} [{min(a):.2f}, {max(a):.2f}]"
-                     for s, a in alphas.items())
+                     for s, a in ((s, alphas[s]) for s in SITES if s in alphas))
 
 
 def _zero_cell(fractions):
@@ -93,7 +99,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
     return (
         heading + (" (SMOKE RUN: a check that the pipeline runs, not a result)" if smoke
                    else "") + "\n\n"
-        f"{provenance_header(command)}{_elsewhere(rows, here)}\n"
+        f"{provenance_header(command)}{_elsewhere(rows, here, git_commit())}\n"
         f"Settings: {settings}. Every row has the same architecture, data, seed and stopping "
         "rule; only the attention differs. Each trains until its validation loss has not "
         "improved for the patience's number of validations (converged), or its time budget "

@@ -34,7 +34,7 @@ from ...files import read_lines, write_json_atomic
 from ...sites import SITES
 from .. import pipeline
 from ..pipeline import device_flags
-from ..provenance import describe_machine
+from ..provenance import describe_machine, git_commit
 from .corpus import Corpus, drop_sink
 from .models import Architecture
 
@@ -115,7 +115,8 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
         trained = {"updates": max([result.updates, *(u for u, _ in
                                                      pipeline.validation_curve(result.log))]),
                    "train_words_per_second": result.words_per_second,
-                   "stopped": pipeline.stop_reason(result.log), "machine": describe_machine()}
+                   "stopped": pipeline.stop_reason(result.log), "machine": describe_machine(),
+                   "commit": git_commit()}
         write_json_atomic(folder / "trained.json", trained)
     row = {"attention": name, **trained, **score(corpus, folder, generate_flags, scorers)}
     curve = pipeline.validation_curve(folder / "train.log")
@@ -126,7 +127,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
 
 
 #: What ``trained.json`` holds: how the training went.
-_TRAINED = ("updates", "train_words_per_second", "stopped", "machine")
+_TRAINED = ("updates", "train_words_per_second", "stopped", "machine", "commit")
 
 
 def _seed(folder: Path, recorded: dict) -> None:
