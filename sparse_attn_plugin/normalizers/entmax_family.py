@@ -18,8 +18,8 @@ or float64 (the base class upcasts half precision, where the threshold is too co
 """
 
 import math
-from functools import partial
-from typing import Dict, Tuple, Union
+from functools import lru_cache, partial
+from typing import Dict, Union
 
 import torch
 from entmax import entmax15, sparsemax
@@ -61,17 +61,12 @@ SPARSEMAX = by_impl("sparsemax", {"sort": lambda s: sparsemax(s, dim=-1),
 ENTMAX15 = by_impl("1.5-entmax", {"sort": lambda s: entmax15(s, dim=-1),
                                   "newton": entmax15_newton},
                    {"newton, compiled": partial(entmax15_newton, impl="compiled")})
-#: Learned alpha-entmax's solver per (iteration cap, ``--attn-impl``).
-_ENTMAX_ALPHA: Dict[Tuple[int, str], Fastest] = {}
-
-
-def _entmax_alpha(max_iter: int, impl: str) -> Fastest:
-    if (max_iter, impl) not in _ENTMAX_ALPHA:
-        _ENTMAX_ALPHA.update({(max_iter, name): chooser for name, chooser in by_impl(
-            "alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter)},
-            {"newton, compiled": partial(entmax_newton, max_iter=max_iter, impl="compiled")},
-        ).items()})
-    return _ENTMAX_ALPHA[max_iter, impl]
+@lru_cache(maxsize=None)
+def _entmax_alpha(max_iter: int) -> Dict[str, Fastest]:
+    """Learned alpha-entmax's solver with this iteration cap, per ``--attn-impl``."""
+    return by_impl("alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter)},
+                   {"newton, compiled": partial(entmax_newton, max_iter=max_iter,
+                                                impl="compiled")})
 
 
 class Sparsemax(Normalizer):
@@ -148,7 +143,7 @@ class EntmaxAlpha(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         alpha = self.alpha().to(scores.dtype).view(1, -1, 1, 1)
-        return _entmax_alpha(self.n_iter, self.impl)(scores, alpha)
+        return _entmax_alpha(self.n_iter)[self.impl](scores, alpha)
 
     def extra_repr(self) -> str:
-        return f"num_heads={self.alpha_logit.numel()}, n_iter={self.n_iter}"
+        return f"num_heads={self.alpha_logit.numel()}, n_iter={self.n_iter}, impl={self.impl}"

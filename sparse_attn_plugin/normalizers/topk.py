@@ -19,7 +19,8 @@ by k - 1 removals of the row maximum fused with the masking and the softmax into
 loop, and falls back on the general kernel for a batch where a tie makes that inexact.
 """
 
-from typing import Dict, Tuple
+from functools import lru_cache
+from typing import Dict
 
 import torch
 from torch import Tensor
@@ -88,16 +89,11 @@ def topk_softmax(scores: Tensor, k: int, impl: str = "torch") -> Tensor:
     return TopKSoftmax.apply(scores, k, impl == "compiled")
 
 
-#: The top-k kernels per (k, ``--attn-impl``), timed on first use.
-_TOPK: Dict[Tuple[int, str], Fastest] = {}
-
-
-def _topk(k: int, impl: str) -> Fastest:
-    if (k, impl) not in _TOPK:
-        _TOPK.update({(k, name): chooser for name, chooser in by_impl(
-            "top-k", {"topk kernel": lambda s: topk_softmax(s, k)},
-            {"fused, compiled": lambda s: topk_softmax(s, k, "compiled")}).items()})
-    return _TOPK[k, impl]
+@lru_cache(maxsize=None)
+def _topk(k: int) -> Dict[str, Fastest]:
+    """The top-k kernels for this k, per ``--attn-impl``, timed on first use."""
+    return by_impl("top-k", {"topk kernel": lambda s: topk_softmax(s, k)},
+                   {"fused, compiled": lambda s: topk_softmax(s, k, "compiled")})
 
 
 class TopK(Normalizer):
@@ -119,7 +115,7 @@ class TopK(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         if self.k < scores.size(-1) and (self.training or not self.train_only):
-            return _topk(self.k, self.impl)(scores)
+            return _topk(self.k)[self.impl](scores)
         return torch.softmax(scores, dim=-1)
 
     def extra_repr(self) -> str:
