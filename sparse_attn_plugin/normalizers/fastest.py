@@ -53,6 +53,7 @@ class Fastest:
         self.family = family
         self.candidates = candidates
         self.later = later or {}
+        self.everything = {**candidates, **self.later}
         self.compile_after = compile_after
         self.rounds = rounds
         self.calls = 0
@@ -60,9 +61,7 @@ class Fastest:
 
     def __call__(self, scores: Tensor, *args) -> Tensor:
         self.calls += 1
-        pool = self.candidates
-        if self.later and self.calls > self.compile_after:
-            pool = {**self.candidates, **self.later}
+        pool = self.everything if self.calls > self.compile_after else self.candidates
         kind = (*_kind(scores), len(pool))
         if kind not in self.chosen:
             name = self._time(pool, scores, args) if len(pool) > 1 else next(iter(pool))
