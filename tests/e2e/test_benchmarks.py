@@ -62,3 +62,4 @@ def test_hard_attention_benchmark_reports_every_decoding_and_operation(tmp_path)
         assert all(seconds > 0 for seconds in calls.values())
     report = (tmp_path / "hard_attention.md").read_text()
     assert "| hard cross + self |" in report and "- commit:" in report
+    assert report.count("(target 1 m") == len(bench.TARGETS)
