@@ -116,8 +116,35 @@ def _alpha_grad(p: Tensor, dp: Tensor, dp_ghat: Tensor, alpha: Tensor) -> Tensor
     return r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
 
 
+def _prepare(scores: Tensor, alpha: Union[float, Tensor]) -> Tensor:
+    """``x = (alpha - 1)(s - max s)``: the largest entry of every row is 0."""
+    x = scores * (alpha - 1)
+    return x - x.amax(-1, keepdim=True)
+
+
+def _first_steps(scores: Tensor, alpha: Union[float, Tensor], tol: float, steps: int):
+    """The whole forward when ``steps`` Newton steps suffice (as they do in 3-6 for almost
+    every row), in one call: ``p``, ``g``, whether any row still moved, and the solver's
+    state (``tau``, ``lo``, ``hi``) to go on from otherwise."""
+    x = _prepare(scores, alpha)
+    tau = torch.full_like(x[..., :1], -1.0)
+    tau, lo, hi, moved, u, ur1 = _newton_steps(x, tau, tau.clone(), torch.zeros_like(tau),
+                                               1 / (alpha - 1), tol, steps)
+    p, g = _weights(u, ur1, alpha)
+    return p, g, moved, tau, lo, hi
+
+
+def _grads(p: Tensor, g: Tensor, dp: Tensor, alpha: Tensor):
+    """Both gradients in one call: ``ds`` and the per-row ``dalpha``."""
+    d_scores, dp_ghat = _scores_grad(p, g, dp)
+    return d_scores, _alpha_grad(p, dp, dp_ghat, alpha)
+
+
 #: The kernels above, as run: eagerly (``"torch"``) or fused by ``torch.compile``.
 IMPLS = ("torch", "compiled")
+#: Compiled, the Newton steps of the fused first call and of each later block (a check
+#: for convergence between blocks waits for the device, so compiled code checks rarely).
+FIRST_STEPS, BLOCK = 6, 3
 
 
 def _kernel(fn, impl: str):
@@ -125,16 +152,19 @@ def _kernel(fn, impl: str):
 
 
 def entmax_threshold(x: Tensor, r: Union[float, Tensor], max_iter: int = 30,
-                     tol: Optional[float] = None, impl: str = "torch"):
+                     tol: Optional[float] = None, impl: str = "torch", start=None):
     """``u = (x - tau)_+`` and ``u^(r-1)`` at the root ``tau`` of ``||(x - tau)_+||_r = 1``
     in every row of ``x``, whose largest entry in every row must be 0 (``-inf`` allowed
     elsewhere). Eagerly, convergence is checked after every step; compiled, after every
-    block of 3 fused steps (a check waits for the device)."""
+    block of :data:`BLOCK` fused steps. ``start``: ``(tau, lo, hi)`` to go on from (the
+    bracket's ends ``-1`` and ``0`` by default)."""
     tol = _TOL.get(x.dtype, 1e-6) if tol is None else tol
-    block = 3 if impl == "compiled" else 1
+    block = BLOCK if impl == "compiled" else 1
     steps = _kernel(_newton_steps, impl)
-    tau = torch.full_like(x[..., :1], -1.0)
-    lo, hi = tau.clone(), torch.zeros_like(tau)
+    if start is None:
+        tau = torch.full_like(x[..., :1], -1.0)
+        start = (tau, tau.clone(), torch.zeros_like(tau))
+    tau, lo, hi = start
     for _ in range(0, max_iter, block):
         tau, lo, hi, moved, u, ur1 = steps(x, tau, lo, hi, r, tol, block)
         if not bool(moved):
@@ -144,15 +174,24 @@ def entmax_threshold(x: Tensor, r: Union[float, Tensor], max_iter: int = 30,
 
 
 class EntmaxNewtonFunction(torch.autograd.Function):
-    """alpha-entmax over the last dim with closed-form gradients for scores and alpha."""
+    """alpha-entmax over the last dim with closed-form gradients for scores and alpha.
+    Compiled, the usual case is one fused call forward (:func:`_first_steps`) and one
+    backward (:func:`_grads`)."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
                 tol: Optional[float], impl: str):
-        x = scores * (alpha - 1)
-        x = x - x.amax(-1, keepdim=True)
-        u, ur1 = entmax_threshold(x, 1 / (alpha - 1), max_iter, tol, impl)
-        p, g = _kernel(_weights, impl)(u, ur1, alpha)
+        tol = _TOL.get(scores.dtype, 1e-6) if tol is None else tol
+        if impl == "compiled" and max_iter >= FIRST_STEPS:
+            p, g, moved, *state = compiled(_first_steps)(scores, alpha, tol, FIRST_STEPS)
+            if bool(moved):
+                u, ur1 = entmax_threshold(_prepare(scores, alpha), 1 / (alpha - 1),
+                                          max_iter - FIRST_STEPS, tol, impl, state)
+                p, g = compiled(_weights)(u, ur1, alpha)
+        else:
+            u, ur1 = entmax_threshold(_prepare(scores, alpha), 1 / (alpha - 1), max_iter, tol,
+                                      impl)
+            p, g = _kernel(_weights, impl)(u, ur1, alpha)
         ctx.impl = impl
         if isinstance(alpha, Tensor):
             ctx.save_for_backward(p, g, alpha)
@@ -163,12 +202,11 @@ class EntmaxNewtonFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dp: Tensor):
         p, g, *alpha = ctx.saved_tensors
-        d_scores, dp_ghat = _kernel(_scores_grad, ctx.impl)(p, g, dp)
-        d_alpha = None
         if alpha and ctx.needs_input_grad[1]:
-            d_alpha = _kernel(_alpha_grad, ctx.impl)(p, dp, dp_ghat, alpha[0])
-            d_alpha = d_alpha.sum_to_size(alpha[0].shape)
-        return d_scores, d_alpha, None, None, None
+            d_scores, d_alpha = _kernel(_grads, ctx.impl)(p, g, dp, alpha[0])
+            return d_scores, d_alpha.sum_to_size(alpha[0].shape), None, None, None
+        d_scores, _ = _kernel(_scores_grad, ctx.impl)(p, g, dp)
+        return d_scores, None, None, None, None
 
 
 def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = -1,

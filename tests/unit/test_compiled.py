@@ -7,6 +7,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from sparse_attn_plugin.normalizers import NormalizerOptions, build_normalizer
+from sparse_attn_plugin.normalizers import entmax_newton as newton
 from sparse_attn_plugin.normalizers.entmax_newton import entmax_newton
 from sparse_attn_plugin.normalizers.topk import topk_softmax
 
@@ -28,6 +29,19 @@ def test_entmax_compiled_equals_eager(alpha):
     scores = random_scores(shape=(3, 2, 5, 9), seed=1)
     for ours, eager in zip(grads(lambda s: entmax_newton(s, alpha, impl="compiled"), scores),
                            grads(lambda s: entmax_newton(s, alpha), scores)):
+        torch.testing.assert_close(ours, eager, atol=1e-12, rtol=0)
+
+
+def test_rows_the_fused_first_call_leaves_unsolved_are_solved_after_it(monkeypatch):
+    scores = random_scores(shape=(3, 2, 5, 9), seed=4)
+    monkeypatch.setattr(newton, "FIRST_STEPS", 1)
+    went_on = []
+    threshold = newton.entmax_threshold
+    monkeypatch.setattr(newton, "entmax_threshold",
+                        lambda *args: went_on.append(args[-1]) or threshold(*args))
+    fused = grads(lambda s: entmax_newton(s, 1.3, impl="compiled"), scores)
+    assert went_on and went_on[0] is not None           # went on from the first call's state
+    for ours, eager in zip(fused, grads(lambda s: entmax_newton(s, 1.3), scores)):
         torch.testing.assert_close(ours, eager, atol=1e-12, rtol=0)
 
 
