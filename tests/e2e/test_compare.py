@@ -199,6 +199,24 @@ def test_the_table_says_whether_a_stopped_row_was_still_learning():
     assert stopped_cell(row("converged", [3.0, 1.4, 1.5, 1.6])) == "400 (converged)"
 
 
+def test_the_reading_gives_how_each_trailing_rows_loss_gap_moved():
+    from sparse_attn_plugin.experiments.comparison.report import _gap_trends, loss_gaps
+
+    def row(name, losses, every=100):
+        return {"attention": name, "validation_curve": [[every * (i + 1), loss]
+                                                         for i, loss in enumerate(losses)]}
+
+    softmax = row("softmax", [5.0, 4.0, 3.5, 3.2])
+    slow = row("sparsemax", [5.2, 4.6, 3.9, 3.4])
+    close = row("topk", [5.0, 4.01, 3.5, 3.22])
+    assert loss_gaps(row("hard", [5.5, 4.5], every=200), softmax) == [
+        (200, pytest.approx(1.5)), (400, pytest.approx(1.3))]
+    text = _gap_trends([softmax, slow, close])
+    assert "sparsemax +0.60 at 200 updates, +0.20 at 400" in text
+    assert "topk" not in text                      # within 0.05 of softmax at the end
+    assert _gap_trends([softmax, close]) == "" and _gap_trends([slow]) == ""
+
+
 @pytest.mark.parametrize("probe_s,heard_at_end", [(0.0, False), (1e9, True)])
 def test_training_tells_its_speed_once(synthetic_bin, tmp_path, monkeypatch, probe_s,
                                        heard_at_end):

@@ -2,7 +2,7 @@
 and the figures, from the rows :mod:`.run` returns."""
 
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 from ...evaluation.drop import DROP_SYMMETRIZATION
 from ...results_io import markdown_table
@@ -57,6 +57,10 @@ def _zero_cell(fractions):
     if not fractions:
         return "- (no normaliser)"
     return " / ".join(f"{100 * fractions[s]:.1f}%" if s in fractions else "-" for s in SITES)
+
+
+#: Validation-loss gaps to softmax (nats) smaller than this are not described.
+GAP_SHOWN = 0.05
 
 
 def stopped_cell(row):
@@ -135,6 +139,8 @@ def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
                "the table compares them at a budget, not at convergence" if still else "")
             + ". No row was repeated with other seeds, so the table cannot say how large "
             "seed-to-seed differences are: read a gap of about 1 BLEU or less as unresolved.")
+    if still:
+        text += _gap_trends(rows)
     if corpus.title == "the synthetic corpus":
         text += (" The synthetic corpus is a made-up language pair (a fixed lexicon, "
                  "fertilities 0-3, one reordering rule), not natural language: a row's BLEU "
@@ -142,6 +148,32 @@ def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
                  "the method learns to align and translate it, not how it does on real text "
                  "(`results/multi30k/` is the comparison on real language).")
     return text
+
+
+def loss_gaps(row: dict, base: dict) -> List[Tuple[int, float]]:
+    """``(updates, row's validation loss - base's)`` at every validation both made."""
+    reference = dict(map(tuple, base["validation_curve"]))
+    return [(u, loss - reference[u]) for u, loss in row["validation_curve"] if u in reference]
+
+
+def _gap_trends(rows: Sequence[dict]) -> str:
+    """For rows behind softmax in validation loss at the end, the largest gap and the last
+    one: a gap that narrows as training goes on is a slower start, not yet a lasting gap."""
+    base = next((r for r in rows if r["attention"] == "softmax"), None)
+    trends = []
+    for row in rows:
+        gaps = loss_gaps(row, base) if base and row is not base else []
+        if not gaps or gaps[-1][1] < GAP_SHOWN:
+            continue
+        peak = max(gaps, key=lambda gap: gap[1])
+        trends.append(f"{row['attention']} {peak[1]:+.2f} at {peak[0]} updates, "
+                      f"{gaps[-1][1]:+.2f} at {gaps[-1][0]}")
+    if not trends:
+        return ""
+    return (" Validation loss behind softmax's, at its largest and at the last validation "
+            f"both made: {'; '.join(trends)}. A gap that narrows while training goes on "
+            "says a row learns more slowly; whether it closes, only training to "
+            "convergence says.")
 
 
 def _seed(row: dict):
