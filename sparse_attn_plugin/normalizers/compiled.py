@@ -9,12 +9,23 @@ reports it); the eager functions stay the reference the compiled ones are tested
 """
 
 import functools
+import inspect
 
 import torch
+
+#: Graphs one kernel may keep. Each kind of alpha (sparsemax, 1.5-entmax, learned), grad
+#: mode and class of shape (square, rectangular, one query) needs its own: more than
+#: dynamo's default of 8, past which it would run the function eagerly without a word.
+#: (Set per function where ``torch.compile`` takes it; elsewhere dynamo's own limit holds.)
+RECOMPILE_LIMIT = 64
 
 
 @functools.lru_cache(maxsize=None)
 def compiled(fn):
     """``fn`` compiled by ``torch.compile`` with dynamic shapes (one compilation per
-    process and function)."""
-    return torch.compile(fn, dynamic=True)
+    process and function, and one more per new kind of input, up to
+    :data:`RECOMPILE_LIMIT`)."""
+    options = {"dynamic": True}
+    if "recompile_limit" in inspect.signature(torch.compile).parameters:
+        options["recompile_limit"] = RECOMPILE_LIMIT
+    return torch.compile(fn, **options)

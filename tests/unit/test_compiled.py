@@ -2,6 +2,8 @@
 same gradients, the inexact fused top-k falling back on the general kernel, and new batch
 sizes and sentence lengths reusing the compiled code."""
 
+import itertools
+
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -83,3 +85,13 @@ def test_new_lengths_and_batch_sizes_reuse_the_compiled_kernels():
     run(5, 11)
     run(2, 13)
     assert counters["stats"]["unique_graphs"] == graphs
+
+
+def test_kinds_of_alpha_grad_modes_and_shapes_past_dynamos_default_limit_stay_compiled():
+    alphas = [2.0, 1.5, torch.full((1, 2, 1, 1), 1.3, dtype=torch.float64)]
+    shapes = [(2, 2, 5, 5), (2, 2, 3, 7), (2, 2, 1, 7), (4, 2, 1, 1)]
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        for alpha, shape, grad in itertools.product(alphas, shapes, (True, False)):
+            scores = torch.randn(*shape, dtype=torch.float64, requires_grad=grad)
+            with torch.inference_mode(not grad):
+                entmax_newton(scores, alpha, impl="compiled")
