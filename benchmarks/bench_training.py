@@ -67,12 +67,82 @@ def measure(model, name, impl, data, work, updates, length):
     return trained.words_per_second, generated.sentences_per_second
 
 
+# --- where the time goes: one training step in this process --------------------------------
+
+#: Profiler events (by name prefix) that are torch.compile's per-call work around a compiled
+#: graph (guards, cache lookup, runtime wrappers), and those that are the graph itself.
+DISPATCH = ("Torch-Compiled Region", "TorchDynamo", "Pregraph bytecode", "AOTDispatcher",
+            "CompiledFunction")
+KERNEL = "## Call CompiledFxGraph"
+
+
+def step_breakdown(data, model, rows, rounds, batches=8):
+    """Per row: milliseconds per training batch (forward + backward, ``batches`` batches
+    of the model's size, medians of ``rounds`` interleaved rounds), and of one profiled
+    batch the milliseconds of self CPU time in compiled graphs and in torch.compile's
+    dispatch around them."""
+    import torch
+    from fairseq import options, tasks
+    from torch.profiler import ProfilerActivity, profile
+
+    from sparse_attn_plugin.experiments.timing import interleaved_medians
+
+    flags, _ = MODELS[model]
+    built = {}
+    for name, impl in rows:
+        parser = options.get_training_parser()
+        args = options.parse_args_and_arch(parser, [
+            str(data), "--user-dir", str(pipeline.PLUGIN_DIR), *flags, "--attn-fn", name,
+            "--attn-impl", impl])
+        task = tasks.setup_task(args)
+        torch.manual_seed(1)
+        built[label(name, impl)] = (task.build_model(args).train(), task.build_criterion(args))
+    task.load_dataset("train")
+    tokens = int(flags[flags.index("--max-tokens") + 1])
+    epoch = task.get_batch_iterator(task.dataset("train"), max_tokens=tokens, seed=1)
+    samples = [next(it) for it in [epoch.next_epoch_itr(shuffle=False)] for _ in range(batches)]
+
+    def step(row):
+        network, criterion = built[row]
+        for sample in samples:
+            criterion(network, sample)[0].backward()
+
+    for row in built:  # compiles, and lets `auto` settle
+        step(row)
+        step(row)
+    seconds = interleaved_medians({row: (lambda r=row: step(r)) for row in built}, rounds)
+    breakdown = {}
+    for row in built:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step(row)
+        events = prof.key_averages()
+        kernel = sum(e.self_cpu_time_total for e in events if e.key.startswith(KERNEL))
+        dispatch = sum(e.self_cpu_time_total for e in events if e.key.startswith(DISPATCH))
+        breakdown[row] = {"ms_per_batch": 1e3 * seconds[row] / batches,
+                          "kernel_ms": kernel / 1e3 / batches,
+                          "dispatch_ms": dispatch / 1e3 / batches}
+    return breakdown
+
+
+def render_breakdown(model, breakdown):
+    base = breakdown["softmax"]["ms_per_batch"]
+    rows = [[row, f"{b['ms_per_batch']:.1f}", f"{b['ms_per_batch'] - base:+.1f}",
+             f"{b['kernel_ms']:.1f}", f"{b['dispatch_ms']:.1f}"] for row, b in breakdown.items()]
+    return (f"### {model} model: where the time goes\n\nOne training batch (forward + backward) "
+            "built in this process, milliseconds: the whole batch, its excess over softmax's, "
+            "and, of one profiled batch, the self time inside compiled graphs (the fused "
+            "kernels) and in torch.compile's dispatch around them (guards, cache lookup, "
+            "runtime wrappers: a fixed cost per call, twice per attention site and batch).\n\n"
+            + markdown_table(["attention", "ms per batch", "over softmax", "in compiled graphs",
+                              "in compile dispatch"], rows))
+
+
 def label(name, impl):
     """A row's name: the normaliser's, with ``[compiled]`` for compiled kernels."""
     return name if impl == "torch" or name not in COMPILED else f"{name} [compiled]"
 
 
-def render(results, args, command):
+def render(results, breakdowns, args, command):
     updates = {m: args.updates or MODELS[m][1] for m in results}
     tokens = {m: MODELS[m][0][MODELS[m][0].index("--max-tokens") + 1] for m in results}
     parts = [f"# Training and generation speed, ratios to softmax\n\n{provenance_header(command)}\n"
@@ -95,6 +165,8 @@ def render(results, args, command):
         parts.append(f"## {model} model\n\n" + markdown_table(
             ["attention", "train words/s ÷ softmax", "generate sent/s ÷ softmax",
              "paper train (GPU)", "paper infer (GPU)"], rows))
+        if model in breakdowns:
+            parts.append(render_breakdown(model, breakdowns[model]))
     return "\n".join(parts)
 
 
@@ -114,6 +186,8 @@ def main(argv=None):
     parser.add_argument("--test-size", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=1, help="repeat every run; keep medians")
     parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also profile one training batch per row in this process")
     args = parser.parse_args(argv)
     models = args.models.split(",")
     names = args.attn_fns.split(",")
@@ -142,15 +216,18 @@ def main(argv=None):
                 for name, impl in rows:
                     samples[model][label(name, impl)].append(
                         measure(model, name, impl, data, work, args.updates, args.length))
+        breakdowns = {m: step_breakdown(data, m, rows, args.rounds) for m in models
+                      if args.breakdown and "softmax" in names}
     results = {m: {n: tuple(statistics.median(x) for x in zip(*runs)) for n, runs in by.items()}
                for m, by in samples.items()}
     given = sys.argv[1:] if argv is None else argv
     command = " ".join(["python benchmarks/bench_training.py", *given])
-    report = render(results, args, command)
+    report = render(results, breakdowns, args, command)
     write_text_atomic(args.out / "training.md", report)
     write_json_atomic(args.out / "training.json", {
         "words_per_second": {m: {n: r[0] for n, r in by.items()} for m, by in results.items()},
         "sentences_per_second": {m: {n: r[1] for n, r in by.items()} for m, by in results.items()},
+        "breakdown": breakdowns,
         "settings": vars(args) | {"out": str(args.out), "work_dir": str(args.work_dir)},
     })
     print(report)

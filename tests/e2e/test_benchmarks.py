@@ -15,8 +15,11 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
 def test_training_benchmark_writes_ratios(tmp_path):
     bench = load_benchmark("bench_training")
     bench.main(["--out", str(tmp_path), "--models", "demo", "--attn-fns", "softmax,topk",
-                "--updates", "10", "--test-size", "10", "--length", "5"])
+                "--updates", "10", "--test-size", "10", "--length", "5", "--breakdown"])
     data = json.loads((tmp_path / "training.json").read_text())
+    breakdown = data["breakdown"]["demo"]
+    assert breakdown["softmax"]["kernel_ms"] == 0 < breakdown["topk [compiled]"]["kernel_ms"]
+    assert all(b["ms_per_batch"] > b["kernel_ms"] + b["dispatch_ms"] for b in breakdown.values())
     for measure in ("words_per_second", "sentences_per_second"):
         values = data[measure]["demo"]
         assert set(values) == {"softmax", "topk", "topk [compiled]"}
@@ -24,6 +27,7 @@ def test_training_benchmark_writes_ratios(tmp_path):
     table = (tmp_path / "training.md").read_text()
     assert "| topk |" in table and "max tokens per batch {'demo': '1024'}" in table
     assert "| topk [compiled] |" in table and "(compiling included)" in table
+    assert "### demo model: where the time goes" in table
 
 
 def test_metrics_benchmark_times_every_step(tmp_path):
