@@ -8,15 +8,16 @@
 # in well under an hour a row, into results/multi30k_convergence_tiny/.
 # Its own work folder: the capped rows of results/multi30k/ stay as they are. Resumable.
 #
-#   scripts/real_data_convergence.sh [ROWS [MODEL]]
-#   # ROWS default: softmax,entmax15,sparsemax,hard,csparsemax,entmax_alpha
+#   scripts/real_data_convergence.sh [MODEL [ROWS]]
+#   # e.g. scripts/real_data_convergence.sh tiny softmax,sparsemax
+#   # ROWS default: softmax,sparsemax,hard,csparsemax,entmax_alpha,entmax15
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
-ROWS=${1:-softmax,entmax15,sparsemax,hard,csparsemax,entmax_alpha}
-MODEL=${2:-small}
-if [[ "$ROWS" == -* ]]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+MODEL=${1:-small}
+ROWS=${2:-softmax,sparsemax,hard,csparsemax,entmax_alpha,entmax15}
+if [[ "$MODEL" == -* ]]; then
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 case "$MODEL" in

@@ -3,11 +3,14 @@ resumption row by row, and a prepared folder's test splits and subwords."""
 
 import json
 import shutil
+import subprocess
 
 import pytest
 
 from sparse_attn_plugin.experiments import compare
 from sparse_attn_plugin.experiments.comparison.corpus import CorpusError, open_corpus
+
+from helpers import REPO
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
               pytest.mark.usefixtures("fast_fairseq")]
@@ -237,3 +240,23 @@ def test_training_tells_its_speed_once(synthetic_bin, tmp_path, monkeypatch, pro
     assert result.updates == 4
     # at the end: the rate of all the intervals after the first; at once: of the first two
     assert heard_at_end == (heard[0][1] == result.words_per_second)
+
+
+def test_the_convergence_script_gives_its_usage_and_refuses_bad_input(tmp_path):
+    script = REPO / "scripts" / "real_data_convergence.sh"
+
+    def run(path, *argv):
+        return subprocess.run(["bash", str(path), *argv], capture_output=True, text=True)
+
+    usage = run(script, "--help")
+    assert usage.returncode == 0 and "real_data_convergence.sh [MODEL [ROWS]]" in usage.stdout
+    unknown = run(script, "big")
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert unknown.stderr == ("scripts/real_data_convergence.sh: error: unknown MODEL 'big' "
+                              "(small or tiny)\n")
+    elsewhere = tmp_path / "scripts" / script.name      # a checkout without data-bin/
+    elsewhere.parent.mkdir()
+    shutil.copy(script, elsewhere)
+    unprepared = run(elsewhere, "tiny")
+    assert unprepared.returncode == 1 and "prepare Multi30k first" in unprepared.stderr
+    assert not (tmp_path / "results").exists()
