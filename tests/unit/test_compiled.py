@@ -89,7 +89,7 @@ def test_new_lengths_and_batch_sizes_reuse_the_compiled_kernels():
 
 def test_kinds_of_alpha_grad_modes_and_shapes_past_dynamos_default_limit_stay_compiled():
     alphas = [2.0, 1.5, torch.full((1, 2, 1, 1), 1.3, dtype=torch.float64)]
-    shapes = [(2, 2, 5, 5), (2, 2, 3, 7), (2, 2, 1, 7), (4, 2, 1, 1)]
+    shapes = [(2, 2, 5, 5), (2, 2, 3, 7), (2, 2, 1, 7)]
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         for alpha, shape, grad in itertools.product(alphas, shapes, (True, False)):
             scores = torch.randn(*shape, dtype=torch.float64, requires_grad=grad)
