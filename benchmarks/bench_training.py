@@ -100,7 +100,8 @@ def step_breakdown(data, model, rows, rounds, batches=8):
     task.load_dataset("train")
     tokens = int(flags[flags.index("--max-tokens") + 1])
     epoch = task.get_batch_iterator(task.dataset("train"), max_tokens=tokens, seed=1)
-    samples = [next(it) for it in [epoch.next_epoch_itr(shuffle=False)] for _ in range(batches)]
+    batch_iterator = epoch.next_epoch_itr(shuffle=False)
+    samples = [next(batch_iterator) for _ in range(batches)]
 
     def step(row):
         network, criterion = built[row]
@@ -199,6 +200,8 @@ def main(argv=None):
         parser.error(f"unknown model, normaliser or implementation: {', '.join(bad)}")
     if min(args.length, args.test_size, args.rounds) < 1:
         parser.error("--length, --test-size and --rounds must be positive")
+    if args.breakdown and "softmax" not in names:
+        parser.error("--breakdown compares with softmax: add softmax to --attn-fns")
     if args.updates is not None and args.updates < 10:
         parser.error("--updates must be at least 10 (speed is read every 5 updates)")
 
@@ -217,7 +220,7 @@ def main(argv=None):
                     samples[model][label(name, impl)].append(
                         measure(model, name, impl, data, work, args.updates, args.length))
         breakdowns = {m: step_breakdown(data, m, rows, args.rounds) for m in models
-                      if args.breakdown and "softmax" in names}
+                      if args.breakdown}
     results = {m: {n: tuple(statistics.median(x) for x in zip(*runs)) for n, runs in by.items()}
                for m, by in samples.items()}
     given = sys.argv[1:] if argv is None else argv

@@ -30,6 +30,15 @@ def test_training_benchmark_writes_ratios(tmp_path):
     assert "### demo model: where the time goes" in table
 
 
+def test_training_breakdown_without_softmax_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        load_benchmark("bench_training").main(["--out", str(tmp_path), "--attn-fns", "topk",
+                                               "--breakdown"])
+    assert exit_.value.code == 2
+    assert "--breakdown compares with softmax" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
 def test_metrics_benchmark_times_every_step(tmp_path):
     load_benchmark("bench_metrics").main(["--out", str(tmp_path), "--sentences", "100",
                                           "--align-pairs", "300"])
