@@ -32,5 +32,5 @@ if [[ ! -f data-bin/multi30k_de_en/PREPARED.json ]]; then
   exit 1
 fi
 "$PYTHON" -m sparse_attn_plugin.experiments.compare --data data-bin/multi30k_de_en --model "$MODEL" \
-  --rows "$ROWS" --max-updates 30000 --minutes-per-row 240 \
+  --rows "$ROWS" --max-updates 30000 --minutes-per-row 720 \
   --work-dir .work/compare/multi30k_de_en_convergence --out "$OUT"
