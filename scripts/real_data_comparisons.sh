@@ -27,4 +27,4 @@ KFTT=$REALDATA/kftt_cicada30k
   --test "$KFTT/tune" --no-tokenize --lowercase --fertility --bpe-merges 8000 \
   --name kftt30k_ja_en
 "$PYTHON" -m sparse_attn_plugin.experiments.compare --data data-bin/kftt30k_ja_en --model lstm \
-  --out results/kftt30k --max-updates 6000 --minutes-per-row 300
+  --out results/kftt30k --max-updates 6000 --minutes-per-row 1200
