@@ -122,14 +122,18 @@ def _prepare(scores: Tensor, alpha: Union[float, Tensor]) -> Tensor:
     return x - x.amax(-1, keepdim=True)
 
 
+def _bracket(x: Tensor):
+    """The solver's start: ``tau`` at the bracket's left end, and the bracket ``[-1, 0]``."""
+    tau = torch.full_like(x[..., :1], -1.0)
+    return tau, tau.clone(), torch.zeros_like(tau)
+
+
 def _first_steps(scores: Tensor, alpha: Union[float, Tensor], tol: float, steps: int):
     """The whole forward when ``steps`` Newton steps suffice (as they do in 3-6 for almost
     every row), in one call: ``p``, ``g``, whether any row still moved, and the solver's
     state (``tau``, ``lo``, ``hi``) to go on from otherwise."""
     x = _prepare(scores, alpha)
-    tau = torch.full_like(x[..., :1], -1.0)
-    tau, lo, hi, moved, u, ur1 = _newton_steps(x, tau, tau.clone(), torch.zeros_like(tau),
-                                               1 / (alpha - 1), tol, steps)
+    tau, lo, hi, moved, u, ur1 = _newton_steps(x, *_bracket(x), 1 / (alpha - 1), tol, steps)
     p, g = _weights(u, ur1, alpha)
     return p, g, moved, tau, lo, hi
 
@@ -161,10 +165,7 @@ def entmax_threshold(x: Tensor, r: Union[float, Tensor], max_iter: int = 30,
     tol = _TOL.get(x.dtype, 1e-6) if tol is None else tol
     block = BLOCK if impl == "compiled" else 1
     steps = _kernel(_newton_steps, impl)
-    if start is None:
-        tau = torch.full_like(x[..., :1], -1.0)
-        start = (tau, tau.clone(), torch.zeros_like(tau))
-    tau, lo, hi = start
+    tau, lo, hi = _bracket(x) if start is None else start
     for _ in range(0, max_iter, block):
         tau, lo, hi, moved, u, ur1 = steps(x, tau, lo, hi, r, tol, block)
         if not bool(moved):
