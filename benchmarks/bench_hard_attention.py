@@ -30,6 +30,7 @@ import torch
 from fairseq import options, tasks
 
 from data_prep.synthetic import binarize, write_corpus
+from sparse_attn_plugin.experiments.comparison.models import transformer_size
 from sparse_attn_plugin.experiments.pipeline import PLUGIN_DIR
 from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.experiments.timing import generation_seconds, interleaved_medians
@@ -44,11 +45,8 @@ BEAM = 4
 
 def transformer(layers: int, dim: int, ffn: int, heads: int):
     """fairseq flags of a ``layers``+``layers`` transformer of width ``dim``."""
-    flags = ["--arch", "sparse_transformer"]
-    for side in ("encoder", "decoder"):
-        flags += [f"--{side}-layers", str(layers), f"--{side}-embed-dim", str(dim),
-                  f"--{side}-ffn-embed-dim", str(ffn), f"--{side}-attention-heads", str(heads)]
-    return flags
+    return ["--arch", "sparse_transformer", *transformer_size(layers, dim, ffn),
+            "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads)]
 
 
 #: model -> fairseq flags. ``base`` is the paper's WMT14 En-De transformer base; ``mid`` the

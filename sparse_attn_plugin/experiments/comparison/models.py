@@ -68,7 +68,9 @@ _TRANSFORMER = ("--arch", "sparse_transformer", "--encoder-attention-heads", "4"
                 "--lr-scheduler", "inverse_sqrt", *_ADAM)
 
 
-def _layers(layers: int, dim: int, ffn: int) -> Tuple[str, ...]:
+def transformer_size(layers: int, dim: int, ffn: int) -> Tuple[str, ...]:
+    """fairseq flags for ``layers`` encoder and decoder layers of width ``dim`` with
+    ``ffn``-wide feed-forward blocks."""
     return ("--encoder-layers", str(layers), "--decoder-layers", str(layers),
             "--encoder-embed-dim", str(dim), "--decoder-embed-dim", str(dim),
             "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn))
@@ -76,12 +78,12 @@ def _layers(layers: int, dim: int, ffn: int) -> Tuple[str, ...]:
 
 ARCHITECTURES = {
     "tiny": Architecture(
-        (*_TRANSFORMER, "--max-tokens", "1024", *_layers(2, 64, 256), "--dropout", "0.1",
+        (*_TRANSFORMER, "--max-tokens", "1024", *transformer_size(2, 64, 256), "--dropout", "0.1",
          "--lr", "3e-3", "--warmup-updates", "100"), TRANSFORMER_ROWS,
         "a 2+2-layer transformer, 64-dim, 4 heads, Adam at 3e-3 (inverse square root "
         "after 100 warm-up updates), label smoothing 0.1, batches of 1024 tokens"),
     "small": Architecture(
-        (*_TRANSFORMER, "--max-tokens", "4096", *_layers(3, 128, 512), "--dropout", "0.3",
+        (*_TRANSFORMER, "--max-tokens", "4096", *transformer_size(3, 128, 512), "--dropout", "0.3",
          "--weight-decay", "0.0001", "--lr", "1e-3", "--warmup-updates", "400"),
         TRANSFORMER_ROWS,
         "a 3+3-layer transformer, 128-dim, 4 heads, 512-dim feed-forward, dropout 0.3, "
