@@ -56,6 +56,7 @@ from sparse_attn_plugin.normalizers import (
     build_normalizer,
 )
 from sparse_attn_plugin.normalizers.entmax_newton import entmax15_newton, sparsemax_newton
+from sparse_attn_plugin.normalizers.fused_triton import have_triton
 from sparse_attn_plugin.results_io import markdown_table
 
 #: The normalisers timed here. Hard retrieval replaces the weighted sum as well, so
@@ -86,13 +87,16 @@ def make_scores(batch, heads, tgt, src, causal, dtype, device, gen):
 
 def implementations(heads, device):
     """Row label -> (function of the scores, its parameters): our modules computed
-    eagerly (``--attn-impl torch``; the name alone) and by compiled kernels (``[compiled]``),
-    then each algorithm they choose among and the entmax package's, alphas all alike."""
+    eagerly (``--attn-impl torch``; the name alone), by compiled kernels (``[compiled]``) and
+    on a GPU by the Triton kernels (``[triton]``), then each algorithm they choose among
+    and the entmax package's, alphas all alike."""
     rows = {}
+    fused = ("compiled", "triton") if torch.device(device).type == "cuda" and have_triton() \
+        else ("compiled",)
     for name in NORMALIZERS:
-        for impl in ("torch", "compiled") if name in COMPILED else ("torch",):
+        for impl in ("torch", *fused) if name in COMPILED else ("torch",):
             module = build_normalizer(name, heads, NormalizerOptions(attn_impl=impl)).to(device)
-            label = name if impl == "torch" else f"{name} [compiled]"
+            label = name if impl == "torch" else f"{name} [{impl}]"
             rows[label] = (module, list(module.parameters()))
     learned = rows["entmax_alpha"][0]
 
@@ -164,9 +168,10 @@ def markdown(results, labels, args, command, first_calls):
              "column is Zhao et al. (2019) Table 4: end-to-end tokens/s of whole fp16 "
              "models on a GPU, not directly comparable to these op-level ratios.", "",
              "A name alone is our module computed eagerly (`--attn-impl torch`), `[compiled]` "
-             "the same by torch.compile'd kernels (`--attn-impl compiled`); `--attn-impl auto`, "
-             "the default, runs the faster of the two in a long run (the compiled kernels join "
-             "after 600 calls). `[sort]` and `[bisect]` are the entmax package's functions, "
+             "the same by torch.compile'd kernels (`--attn-impl compiled`), `[triton]` (on a "
+             "GPU) by our Triton kernels (`--attn-impl triton`); `--attn-impl auto`, the "
+             "default, runs the fastest of them in a long run (the fused kernels join after "
+             "600 calls). `[sort]` and `[bisect]` are the entmax package's functions, "
              "`[newton]` our solver called directly.", ""]
     for col, (mode, title) in enumerate(MODES.items()):
         lines += [f"## {title}", "", "| normaliser | " + " | ".join(labels)
@@ -182,7 +187,8 @@ def markdown(results, labels, args, command, first_calls):
               markdown_table(["implementation", "first call (s)", "later calls (ms)"],
                              [[label, f"{first_calls[label]:.1f}",
                                f"{1e3 * results['train'][labels[0]][label]['median_s']:.2f}"]
-                              for label in first_calls if label.endswith("[compiled]")]), ""]
+                              for label in first_calls
+                              if label.endswith(("[compiled]", "[triton]"))]), ""]
     return "\n".join(lines)
 
 

@@ -40,9 +40,10 @@ MODELS = {
               "--disable-validation", "--log-interval", "5"], 60),
 }
 METHOD = ("Training speed is the median of fairseq-train's words/s over its logging "
-          "intervals (every 5 updates, the first, which compiles `[compiled]` kernels, left "
+          "intervals (every 5 updates, the first, which compiles the fused kernels, left "
           "out); a name alone runs eagerly (`--attn-impl torch`), `[compiled]` by "
-          "torch.compile'd kernels (`--attn-impl compiled`); generation forces every "
+          "torch.compile'd kernels (`--attn-impl compiled`), `[triton]` by our Triton "
+          "kernels (`--attn-impl triton`, GPU only); generation forces every "
           "hypothesis to the same length, so each model does the same decoding work. "
           "The paper's columns are its GPU tokens/s ratios (fp16 training, batch-128 "
           "inference), for comparison only.")
@@ -139,8 +140,9 @@ def render_breakdown(model, breakdown):
 
 
 def label(name, impl):
-    """A row's name: the normaliser's, with ``[compiled]`` for compiled kernels."""
-    return name if impl == "torch" or name not in COMPILED else f"{name} [compiled]"
+    """A row's name: the normaliser's, with ``[compiled]`` or ``[triton]`` for fused
+    kernels."""
+    return name if impl == "torch" or name not in COMPILED else f"{name} [{impl}]"
 
 
 def render(results, breakdowns, args, command):
@@ -159,7 +161,7 @@ def render(results, breakdowns, args, command):
             verdict = "" if target is None else (" (target met)" if train_ratio >= target
                                                   else f" (target {target} missed)")
             paper = PAPER.get(name, ("-", "-"))
-            compiled = name.endswith("[compiled]")
+            compiled = name.endswith(("[compiled]", "[triton]"))
             rows.append([name, f"{train_ratio:.2f}{verdict}",
                          (f"{sps / base[1]:.2f}" + (" (compiling included)" if compiled else ""))
                          if base else "n/a", paper[0], paper[1]])
@@ -180,7 +182,8 @@ def main(argv=None):
     parser.add_argument("--attn-fns", default=",".join(n for n in NAMES if n not in CONSTRAINED))
     parser.add_argument("--attn-impls", default="torch,compiled",
                         help="--attn-impl values to time for the normalisers that have compiled "
-                             "kernels (torch: eager; compiled: rows named NAME [compiled])")
+                             "kernels (torch: eager; compiled: rows named NAME [compiled]; "
+                             "triton, on a GPU: NAME [triton])")
     parser.add_argument("--updates", type=int,
                         help="training updates per run (default: iwslt 20, demo 60)")
     parser.add_argument("--length", type=int, default=25, help="generated tokens per sentence")
@@ -194,7 +197,7 @@ def main(argv=None):
     names = args.attn_fns.split(",")
     impls = args.attn_impls.split(",")
     bad = [m for m in models if m not in MODELS]
-    bad += [i for i in impls if i not in ("torch", "compiled")]
+    bad += [i for i in impls if i not in ("torch", "compiled", "triton")]
     bad += [n for n in names if n not in NAMES or n in CONSTRAINED]
     if bad:
         parser.error(f"unknown model, normaliser or implementation: {', '.join(bad)}")

@@ -18,6 +18,9 @@ HELPERS = Path(__file__).parent / "helpers"
 # each other (a test that takes 0.5 s on one thread took 6-8 s). Speed ratios are the
 # benchmarks' job, each with its own --threads.
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+# The Triton kernels (--attn-impl triton) run on CPU tensors under Triton's interpreter.
+# Set before triton is first imported, which reads it (TRITON_INTERPRET=0 keeps a GPU's).
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_configure(config):

@@ -4,9 +4,19 @@ import logging
 from dataclasses import fields
 from typing import Sequence
 
+import torch
+
 from ..errors import SettingsError
 from ..modules import site_normalizer_name
-from ..normalizers import NAMES, SITES, NormalizerOptions, check_fits, parse_alpha_init
+from ..normalizers import (
+    COMPILED,
+    NAMES,
+    SITES,
+    NormalizerOptions,
+    check_fits,
+    parse_alpha_init,
+)
+from ..normalizers.fused_triton import check_runs
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +54,8 @@ def set_attention_defaults(args, sites: Sequence[str] = SITES):
 
 
 def check_attention_args(args, sites: Sequence[str] = SITES):
-    """Raise SettingsError (one line) for a normaliser that does not fit its site or an
-    infeasible hyper-parameter."""
+    """Raise SettingsError (one line) for a normaliser that does not fit its site, an
+    infeasible hyper-parameter, or an implementation that cannot run here."""
     chosen = {site: site_normalizer_name(args, site) for site in sites}
     for site, name in chosen.items():
         check_fits(name, site)
@@ -55,6 +65,8 @@ def check_attention_args(args, sites: Sequence[str] = SITES):
         args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init, "--entmax-alpha-init")
         if args.entmax_max_iter < 1:
             raise SettingsError(f"--entmax-max-iter must be >= 1, got {args.entmax_max_iter}")
+    if args.attn_impl == "triton" and set(chosen.values()) & set(COMPILED):
+        check_runs(cuda=torch.cuda.is_available() and not getattr(args, "cpu", False))
     if chosen.get("encoder_self") == "hard":
         logger.warning("hard retrieval in encoder self-attention costs BLEU (Xu et al. 2021, "
                        "Table 3: 26.60 vs 27.73 with decoder-only hard attention)")

@@ -42,8 +42,9 @@ class NormalizerOptions:
                 "seeded by --seed, as Correia et al.'s code does", "metavar": "A"})
     attn_impl: str = field(default="auto", metadata={
         "help": "how the normalisers are computed: torch (eagerly), compiled (kernels fused "
-                "by torch.compile, compiled on first use), or auto (the fastest of both, "
-                "timed on the first batch of each sentence length; the compiled kernels join "
+                "by torch.compile, compiled on first use), triton (Triton kernels, on a CUDA "
+                "device), or auto (the fastest of those that run on the device, timed on the "
+                "first batch of each sentence length; the compiled and Triton kernels join "
                 f"after {COMPILE_AFTER} calls, so short runs never compile)",
         "metavar": "IMPL", "choices": IMPLS})
     entmax_max_iter: int = field(default=30, metadata={
@@ -75,7 +76,7 @@ CONSTRAINED = ("csoftmax", "csparsemax")
 #: cross-attention only.
 FITS = {name: ("decoder_cross",) if name in CONSTRAINED else SITES for name in _FACTORIES}
 
-#: Normalisers with compiled kernels, for which ``--attn-impl`` matters.
+#: Normalisers with compiled and Triton kernels, for which ``--attn-impl`` matters.
 COMPILED = ("topk", "sparsemax", "entmax15", "entmax_alpha")
 
 #: Names accepted by ``--attn-fn`` and the per-site flags.

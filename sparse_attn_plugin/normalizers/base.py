@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from .fastest import IMPLS
+from .fused_triton import check_available
 
 
 def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
@@ -55,6 +56,8 @@ class Normalizer(nn.Module, ABC):
         if impl not in IMPLS:
             raise ValueError(f"unknown attention implementation {impl!r}; choose from "
                              f"{', '.join(IMPLS)}")
+        if impl == "triton":
+            check_available()
         self.impl = impl
 
     def forward(self, scores: Tensor) -> Tensor:

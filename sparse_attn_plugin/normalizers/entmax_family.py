@@ -12,8 +12,9 @@ sparsemax (Martins & Astudillo 2016), and every alpha > 1 can give exact zeros.
 
 Sparsemax and 1.5-entmax are computed exactly by whichever is faster on the device,
 measured (:mod:`.fastest`): the ``entmax`` package's sort-based algorithms or the
-safeguarded Newton solver of :mod:`.entmax_newton`. Learned alpha uses that solver,
-which also gives the gradient with respect to alpha in closed form. All run in float32
+safeguarded Newton solver of :mod:`.entmax_newton` (eager, compiled, or as the Triton
+kernels of :mod:`.fused_triton` on a GPU). Learned alpha uses that solver, which also
+gives the gradient with respect to alpha in closed form. All run in float32
 or float64 (the base class upcasts half precision, where the threshold is too coarse).
 """
 
@@ -29,6 +30,7 @@ from ..errors import SettingsError
 from .base import Normalizer
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
 from .fastest import Fastest, by_impl
+from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
 
@@ -57,16 +59,21 @@ def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str
 #: Sparsemax's and 1.5-entmax's exact algorithms per ``--attn-impl``, timed on first use.
 SPARSEMAX = by_impl("sparsemax", {"sort": lambda s: sparsemax(s, dim=-1),
                                   "newton": sparsemax_newton},
-                    {"newton, compiled": partial(sparsemax_newton, impl="compiled")})
+                    {"newton, compiled": partial(sparsemax_newton, impl="compiled")},
+                    {"newton, triton": sparsemax_triton})
 ENTMAX15 = by_impl("1.5-entmax", {"sort": lambda s: entmax15(s, dim=-1),
                                   "newton": entmax15_newton},
-                   {"newton, compiled": partial(entmax15_newton, impl="compiled")})
+                   {"newton, compiled": partial(entmax15_newton, impl="compiled")},
+                   {"newton, triton": entmax15_triton})
+
+
 @lru_cache(maxsize=None)
 def _entmax_alpha(max_iter: int) -> Dict[str, Fastest]:
     """Learned alpha-entmax's solver with this iteration cap, per ``--attn-impl``."""
     return by_impl("alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter)},
                    {"newton, compiled": partial(entmax_newton, max_iter=max_iter,
-                                                impl="compiled")})
+                                                impl="compiled")},
+                   {"newton, triton": partial(entmax_triton, max_iter=max_iter)})
 
 
 class Sparsemax(Normalizer):

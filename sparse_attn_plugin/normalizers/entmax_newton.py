@@ -43,7 +43,7 @@ from torch import Tensor
 from .compiled import compiled
 
 #: Default tolerance on ``|h|`` per dtype: a few units of rounding in a sum of ~1.
-_TOL = {torch.float64: 1e-12, torch.float32: 1e-6}
+TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-6}
 
 
 def _power(u: Tensor, exponent: Union[float, Tensor]) -> Tensor:
@@ -162,7 +162,7 @@ def entmax_threshold(x: Tensor, r: Union[float, Tensor], max_iter: int = 30,
     elsewhere). Eagerly, convergence is checked after every step; compiled, after every
     block of :data:`BLOCK` fused steps. ``start``: ``(tau, lo, hi)`` to go on from (the
     bracket's ends ``-1`` and ``0`` by default)."""
-    tol = _TOL.get(x.dtype, 1e-6) if tol is None else tol
+    tol = TOLERANCE.get(x.dtype, 1e-6) if tol is None else tol
     block = BLOCK if impl == "compiled" else 1
     steps = _kernel(_newton_steps, impl)
     tau, lo, hi = _bracket(x) if start is None else start
@@ -182,7 +182,7 @@ class EntmaxNewtonFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
                 tol: Optional[float], impl: str):
-        tol = _TOL.get(scores.dtype, 1e-6) if tol is None else tol
+        tol = TOLERANCE.get(scores.dtype, 1e-6) if tol is None else tol
         if impl == "compiled" and max_iter >= FIRST_STEPS:
             p, g, moved, *state = compiled(_first_steps)(scores, alpha, tol, FIRST_STEPS)
             if bool(moved):

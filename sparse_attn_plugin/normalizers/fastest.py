@@ -10,23 +10,26 @@ the winner for the rest of the process. All candidates agree to rounding, so the
 changes speed, not results; it is logged once per kind.
 
 ``--attn-impl`` picks the candidates (:func:`by_impl`): ``torch`` the eager ones,
-``compiled`` the compiled ones, ``auto`` both, the compiled ones joining only once the
-normaliser has been called :data:`COMPILE_AFTER` times in the process, so that a short
-run (a test, a quick decode) never pays seconds of compilation while a training of
-thousands of steps gets the fused kernels where they are faster.
+``compiled`` the compiled ones, ``triton`` the Triton kernels of :mod:`.fused_triton`
+(a CUDA device), ``auto`` all that run on the device, the compiled and Triton ones
+joining only once the normaliser has been called :data:`COMPILE_AFTER` times in the
+process, so that a short run (a test, a quick decode) never pays seconds of compilation
+while a training of thousands of steps gets the fused kernels where they are faster.
 """
 
 import logging
 import time
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Iterable, Tuple
 
 import torch
 from torch import Tensor
 
+from .fused_triton import have_triton
+
 logger = logging.getLogger(__name__)
 
 #: Values of ``--attn-impl``.
-IMPLS = ("auto", "torch", "compiled")
+IMPLS = ("auto", "torch", "compiled", "triton")
 #: Calls of one normaliser after which ``auto`` also times its compiled kernels (a
 #: 6-layer model calls each normaliser of every site 6 times per forward pass).
 COMPILE_AFTER = 600
@@ -45,23 +48,28 @@ def _kind(scores: Tensor) -> Tuple:
 class Fastest:
     """Calls whichever candidate (name -> function of the scores and ``*args``) ran
     fastest on the first scores of the same :func:`_kind`, timed over ``rounds`` calls
-    each. ``later`` candidates join the timing after ``compile_after`` calls."""
+    each. ``later`` candidates join the timing after ``compile_after`` calls; those
+    named in ``cuda_only`` take part only for CUDA scores with Triton installed."""
 
     def __init__(self, family: str, candidates: Dict[str, Callable[..., Tensor]],
                  later: Dict[str, Callable[..., Tensor]] = None,
-                 compile_after: int = COMPILE_AFTER, rounds: int = 3):
+                 compile_after: int = COMPILE_AFTER, rounds: int = 3,
+                 cuda_only: Iterable[str] = ()):
         self.family = family
         self.candidates = candidates
         self.later = later or {}
         self.everything = {**candidates, **self.later}
         self.compile_after = compile_after
         self.rounds = rounds
+        self.cuda_only = frozenset(cuda_only)
         self.calls = 0
         self.chosen: Dict[Tuple, Tuple[str, Callable[..., Tensor]]] = {}
 
     def __call__(self, scores: Tensor, *args) -> Tensor:
         self.calls += 1
         pool = self.everything if self.calls > self.compile_after else self.candidates
+        if self.cuda_only and not (scores.is_cuda and have_triton()):
+            pool = {name: fn for name, fn in pool.items() if name not in self.cuda_only}
         kind = (*_kind(scores), len(pool))
         if kind not in self.chosen:
             name = self._time(pool, scores, args) if len(pool) > 1 else next(iter(pool))
@@ -88,7 +96,9 @@ class Fastest:
 
 
 def by_impl(family: str, eager: Dict[str, Callable[..., Tensor]],
-            compiled: Dict[str, Callable[..., Tensor]]) -> Dict[str, Fastest]:
+            compiled: Dict[str, Callable[..., Tensor]],
+            triton: Dict[str, Callable[..., Tensor]]) -> Dict[str, Fastest]:
     """One :class:`Fastest` per value of ``--attn-impl`` for these candidates."""
     return {"torch": Fastest(family, eager), "compiled": Fastest(family, compiled),
-            "auto": Fastest(family, eager, later=compiled)}
+            "triton": Fastest(family, triton),
+            "auto": Fastest(family, eager, later={**compiled, **triton}, cuda_only=triton)}

@@ -17,6 +17,8 @@ The general ``topk`` kernel sorts partially, row by row, and costs ten softmaxes
 CPU; the compiled path (``--attn-impl compiled``, or ``auto`` in a long run) finds ``t``
 by k - 1 removals of the row maximum fused with the masking and the softmax into one
 loop, and falls back on the general kernel for a batch where a tie makes that inexact.
+On a GPU, the Triton kernel of :mod:`.fused_triton` (``--attn-impl triton``) finds ``t``
+with ties counted, masks and normalises in one pass over each row.
 """
 
 from functools import lru_cache
@@ -28,6 +30,7 @@ from torch import Tensor
 from .base import Normalizer
 from .compiled import compiled
 from .fastest import Fastest, by_impl
+from .fused_triton import topk_triton
 
 NEG_INF = float("-inf")
 
@@ -93,7 +96,8 @@ def topk_softmax(scores: Tensor, k: int, impl: str = "torch") -> Tensor:
 def _topk(k: int) -> Dict[str, Fastest]:
     """The top-k kernels for this k, per ``--attn-impl``, timed on first use."""
     return by_impl("top-k", {"topk kernel": lambda s: topk_softmax(s, k)},
-                   {"fused, compiled": lambda s: topk_softmax(s, k, "compiled")})
+                   {"fused, compiled": lambda s: topk_softmax(s, k, "compiled")},
+                   {"fused, triton": lambda s: topk_triton(s, k)})
 
 
 class TopK(Normalizer):

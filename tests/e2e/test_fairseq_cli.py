@@ -159,12 +159,16 @@ def test_fp16_training_keeps_learned_alphas_float32(synthetic_bin, tmp_path):
 @pytest.mark.parametrize("flags,code,message", [
     (["--attn-fn", "nope"], 2, "argument --attn-fn: invalid choice: 'nope'"),
     (["--decoder-cross-attn-fn", "sparsemaxx"], 2, "invalid choice: 'sparsemaxx'"),
-    (["--attn-impl", "triton"], 2, "argument --attn-impl: invalid choice: 'triton'"),
+    (["--attn-impl", "cuda"], 2, "argument --attn-impl: invalid choice: 'cuda'"),
+    (["--attn-fn", "sparsemax", "--attn-impl", "triton"], 1, "error: --attn-impl triton runs "
+     "on a CUDA device (or under TRITON_INTERPRET=1, for testing); this run is on the CPU"),
     (["--attn-fn", "topk", "--topk", "0"], 1, "error: --topk must be >= 1, got 0"),
     (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "rand"], 1,
      "error: --entmax-alpha-init must be 'random' or a number in [1.01, 2.0), got 'rand'"),
 ])
-def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, flags, code, message):
+def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, monkeypatch, flags, code,
+                                      message):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")           # as a user's run has it
     proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN,
                 "--arch", "sparse_transformer", "--cpu", "--max-tokens", "500",
                 "--save-dir", tmp_path, *flags],

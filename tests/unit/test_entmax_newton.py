@@ -18,18 +18,9 @@ from sparse_attn_plugin.normalizers.entmax_newton import (
 )
 
 from helpers.reference import apply_rows, entmax_ref
-from helpers.scores import NEG_INF, random_scores
+from helpers.scores import random_scores, with_ties
 
 ALPHAS = [1.01, 1.05, 1.2, 1.5, 1.7, 1.9, 1.99, 2.0]
-
-
-def with_ties(scores):
-    """Two rows of equal scores and one row of a single unmasked key."""
-    scores = scores.clone()
-    scores[0, 0, 0] = 0.7
-    scores[0, 0, 1, :3] = 1.3
-    scores[0, 0, 2, 1:] = NEG_INF
-    return scores
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)

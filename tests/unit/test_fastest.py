@@ -59,11 +59,22 @@ def test_later_candidates_join_after_so_many_calls():
 
 
 def test_by_impl_gives_the_candidates_of_each_implementation():
-    choosers = by_impl("test", {"a": None, "b": None}, {"c": None})
+    choosers = by_impl("test", {"a": None, "b": None}, {"c": None}, {"d": None})
     assert set(choosers) == set(IMPLS)
     assert set(choosers["torch"].candidates) == {"a", "b"} and not choosers["torch"].later
     assert set(choosers["compiled"].candidates) == {"c"}
-    assert set(choosers["auto"].candidates) == {"a", "b"} and set(choosers["auto"].later) == {"c"}
+    assert set(choosers["triton"].candidates) == {"d"}
+    assert set(choosers["auto"].candidates) == {"a", "b"}
+    assert set(choosers["auto"].later) == {"c", "d"} and choosers["auto"].cuda_only == {"d"}
+
+
+def test_cuda_only_candidates_never_run_on_cpu_scores():
+    log = []
+    fastest = Fastest("test", {"eager": counted(log, "eager", 0.0)},
+                      later={"triton": counted(log, "triton", 0.0)}, compile_after=0,
+                      cuda_only={"triton"})
+    fastest(torch.randn(2, 5))
+    assert {name for name, _ in log} == {"eager"}
 
 
 def test_gradients_are_timed_with_a_backward_pass_and_still_flow():

@@ -1,0 +1,212 @@
+"""Triton kernels for alpha-entmax (sparsemax and 1.5-entmax included) and top-k attention.
+
+One program normalises a block of rows held whole in registers, so each kernel reads the
+scores once and writes the weights once, as softmax's does:
+
+* alpha-entmax: ``x = (alpha - 1)(s - max s)`` and the safeguarded Newton solver of
+  :mod:`.entmax_newton` on ``||(x - tau)_+||_r = 1`` (``r = 1 / (alpha - 1)``), its steps
+  kept inside the shrinking bracket ``[-1, 0]``, run until no row of the block moves or
+  ``max_iter`` steps; then ``p = u^r / sum u^r`` with ``u = (x - tau)_+``. ``alpha`` is
+  one number per row (per head for learned alpha-entmax), and sparsemax (``r = 1``) and
+  1.5-entmax (``r = 2``) have their own cases without a general power.
+* top-k (Zhao et al. 2019): the k-th largest score counted with repeats, as the largest
+  ``t`` with ``#{j: s_j >= t} >= k``, by at most k row maxima over the scores below the
+  last ``t``; then softmax over the scores ``>= t`` (ties at ``t`` all kept, as in
+  :mod:`.topk`).
+
+The backward kernel gives the closed-form gradients from the weights alone (Peters et al.
+2019; Correia et al. 2019): with ``g = p^(2 - alpha)``, ``ds = g dp - g sum(g dp) / sum g``,
+and the per-row ``dalpha`` of :mod:`.entmax_newton`; softmax's (``g = p``) for top-k.
+
+Kernels are defined on first use, so ``TRITON_INTERPRET=1`` set by then runs them on CPU
+tensors under Triton's interpreter (how the tests check them against the eager code);
+otherwise they need a CUDA device. The adasplash package's ``triton_entmax`` was not
+used: it takes one alpha for the whole tensor, runs a fixed number of Halley steps with no
+tolerance, clamps ``x - tau`` at 1e-6 (inexact near the threshold), leaves ``p``
+unnormalised and has no gradient for alpha.
+"""
+
+import functools
+import os
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+
+from ..errors import SettingsError
+from .entmax_newton import TOLERANCE
+
+#: Row cases of the kernels: general alpha, sparsemax (r = 1), 1.5-entmax (r = 2), and
+#: (backward only) softmax's gradient, for top-k.
+GENERAL, SPARSEMAX, ENTMAX15, SOFTMAX = 0, 1, 2, 3
+#: Elements one program holds: rows per program = this / the row's power-of-two width.
+BLOCK_ELEMENTS = 4096
+#: The longest row the kernels take: a row is held whole in one program's registers.
+MAX_COLS = 16384
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels under its interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@functools.lru_cache(maxsize=None)
+def have_triton() -> bool:
+    """Whether the ``triton`` package imports."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def check_available() -> None:
+    """SettingsError, one line, when ``--attn-impl triton`` cannot run in this process."""
+    if not have_triton():
+        raise SettingsError("--attn-impl triton needs the triton package (CUDA builds of "
+                            "torch install it; `pip install triton` otherwise)")
+
+
+def runs_on(scores: Tensor) -> bool:
+    """Whether the kernels can run on these scores: a CUDA tensor, or any under the
+    interpreter."""
+    return have_triton() and (scores.is_cuda or interpreting())
+
+
+def check_runs(cuda: bool) -> None:
+    """SettingsError, one line, when ``--attn-impl triton`` cannot run in a process that
+    computes on a CUDA device (``cuda``) or on the CPU."""
+    check_available()
+    if not (cuda or interpreting()):
+        raise SettingsError("--attn-impl triton runs on a CUDA device (or under "
+                            "TRITON_INTERPRET=1, for testing); this run is on the CPU")
+
+
+def _check_input(scores: Tensor) -> None:
+    """SettingsError, one line, for scores the kernels cannot take."""
+    check_runs(scores.is_cuda)
+    if scores.size(-1) > MAX_COLS:
+        raise SettingsError(f"--attn-impl triton takes rows of at most {MAX_COLS} keys; "
+                            f"these have {scores.size(-1)}")
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels():
+    """The jitted kernels (:mod:`.triton_kernels`), imported on first use, so that
+    ``TRITON_INTERPRET=1`` set by then runs them under the interpreter."""
+    from . import triton_kernels
+    return triton_kernels.entmax_forward, triton_kernels.topk_forward, triton_kernels.backward
+
+
+def _launch(rows: int, cols: int):
+    """The grid and block sizes for ``rows`` rows of ``cols`` entries."""
+    block_n = max(16, 1 << max(cols - 1, 0).bit_length())
+    block_m = max(1, min(64, BLOCK_ELEMENTS // block_n))
+    return (-(-rows // block_m),), {"BLOCK_M": block_m, "BLOCK_N": block_n}
+
+
+def _kind(alpha: Union[float, Tensor]) -> int:
+    if isinstance(alpha, Tensor):
+        return GENERAL
+    return {2.0: SPARSEMAX, 1.5: ENTMAX15}.get(alpha, GENERAL)
+
+
+def _rows_of(alpha: Union[float, Tensor], scores: Tensor) -> Tensor:
+    """``alpha`` as one contiguous value per row of ``scores``."""
+    if isinstance(alpha, Tensor):
+        return alpha.to(scores.dtype).expand_as(scores[..., :1]).reshape(-1).contiguous()
+    return torch.full((scores.numel() // max(scores.size(-1), 1),), alpha,
+                      dtype=scores.dtype, device=scores.device)
+
+
+class EntmaxTriton(torch.autograd.Function):
+    """alpha-entmax over the last dim by the Triton kernels; closed-form gradients for the
+    scores and (a tensor) alpha."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
+                tol: Optional[float]):
+        forward_kernel, _, _ = _kernels()
+        flat = scores.contiguous()
+        alphas = _rows_of(alpha, flat)
+        probs = torch.empty_like(flat)
+        grid, blocks = _launch(alphas.numel(), flat.size(-1))
+        tol = TOLERANCE.get(flat.dtype, 1e-6) if tol is None else tol
+        forward_kernel[grid](flat, alphas, probs, alphas.numel(), flat.size(-1), max_iter, tol,
+                             KIND=_kind(alpha), **blocks)
+        ctx.kind = _kind(alpha)
+        ctx.alpha_shape = alpha.shape if isinstance(alpha, Tensor) else None
+        ctx.save_for_backward(probs, alphas)
+        return probs
+
+    @staticmethod
+    def backward(ctx, d_probs: Tensor):
+        probs, alphas = ctx.saved_tensors
+        alpha_grad = ctx.alpha_shape is not None and ctx.needs_input_grad[1]
+        d_scores, d_alpha = _backward(probs, d_probs, alphas, ctx.kind, alpha_grad)
+        if not alpha_grad:
+            return d_scores, None, None, None
+        return d_scores, d_alpha.view(*probs.shape[:-1], 1).sum_to_size(ctx.alpha_shape), \
+            None, None
+
+
+class TopKTriton(torch.autograd.Function):
+    """Top-k softmax over the last dim by the Triton kernel; softmax's gradient on the
+    kept entries (the threshold is a constant, as in :mod:`.topk`)."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, k: int):
+        _, topk_kernel, _ = _kernels()
+        flat = scores.contiguous()
+        probs = torch.empty_like(flat)
+        rows = flat.numel() // flat.size(-1)
+        grid, blocks = _launch(rows, flat.size(-1))
+        topk_kernel[grid](flat, probs, rows, flat.size(-1), k, **blocks)
+        ctx.save_for_backward(probs)
+        return probs
+
+    @staticmethod
+    def backward(ctx, d_probs: Tensor):
+        (probs,) = ctx.saved_tensors
+        return _backward(probs, d_probs, probs, SOFTMAX, False)[0], None
+
+
+def _backward(probs: Tensor, d_probs: Tensor, alphas: Tensor, kind: int, alpha_grad: bool):
+    """``ds`` and (with ``alpha_grad``) the per-row ``dalpha``, by the backward kernel."""
+    _, _, backward_kernel = _kernels()
+    d_probs = d_probs.contiguous()
+    d_scores = torch.empty_like(probs)
+    rows = probs.numel() // probs.size(-1)
+    d_alpha = torch.empty(rows if alpha_grad else 1, dtype=probs.dtype, device=probs.device)
+    grid, blocks = _launch(rows, probs.size(-1))
+    backward_kernel[grid](probs, d_probs, alphas, d_scores, d_alpha, rows, probs.size(-1),
+                          KIND=kind, ALPHA_GRAD=alpha_grad, **blocks)
+    return d_scores, d_alpha
+
+
+def entmax_triton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, max_iter: int = 30,
+                  tol: Optional[float] = None) -> Tensor:
+    """alpha-entmax of ``scores`` over the last dim, ``alpha`` in (1, 2] a number or a
+    tensor broadcastable to ``scores`` with size 1 in the last dim (e.g. one per head);
+    differentiable in both. Every row needs a finite entry."""
+    _check_input(scores)
+    if not isinstance(alpha, Tensor):
+        alpha = float(alpha)
+    return EntmaxTriton.apply(scores, alpha, max_iter, tol)
+
+
+def sparsemax_triton(scores: Tensor) -> Tensor:
+    """sparsemax (alpha = 2) over the last dim by the Triton kernels."""
+    return entmax_triton(scores, 2.0)
+
+
+def entmax15_triton(scores: Tensor) -> Tensor:
+    """1.5-entmax over the last dim by the Triton kernels."""
+    return entmax_triton(scores, 1.5)
+
+
+def topk_triton(scores: Tensor, k: int) -> Tensor:
+    """Top-k softmax over the last dim (ties at the k-th largest all kept) by the Triton
+    kernels. Every row needs a finite entry."""
+    _check_input(scores)
+    return TopKTriton.apply(scores, k)

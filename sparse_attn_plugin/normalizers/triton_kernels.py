@@ -1,0 +1,146 @@
+"""The Triton kernels of :mod:`.fused_triton` (see there for what they compute): one
+program normalises ``BLOCK_M`` rows of at most ``BLOCK_N`` entries held whole in registers.
+
+Imported only when first used: ``triton.jit`` decides when a kernel is defined whether it
+is compiled for a GPU or run by Triton's interpreter (``TRITON_INTERPRET=1``).
+"""
+
+import triton
+import triton.language as tl
+
+from . import fused_triton
+
+ENTMAX15 = tl.constexpr(fused_triton.ENTMAX15)
+SOFTMAX = tl.constexpr(fused_triton.SOFTMAX)
+SPARSEMAX = tl.constexpr(fused_triton.SPARSEMAX)
+
+
+@triton.jit
+def _block(n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's rows, which of them exist, and the offsets of (and mask on) their
+    entries in a contiguous ``n_rows`` x ``n_cols`` tensor."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < n_rows
+    return rows, row_ok, rows[:, None] * n_cols + cols[None, :], \
+        row_ok[:, None] & (cols < n_cols)[None, :]
+
+
+@triton.jit
+def _load_scores(S, row_ok, offsets, inside):
+    """The block's scores: ``-inf`` past a row's end, 0 on rows past the last (any finite
+    row will do there)."""
+    s = tl.load(S + offsets, mask=inside, other=float("-inf"))
+    return tl.where(row_ok[:, None], s, 0.0)
+
+
+@triton.jit
+def _row_powers(u, r, KIND: tl.constexpr):
+    """``u^(r-1)`` and ``||u||_r`` (per row) for ``u >= 0``."""
+    if KIND == SPARSEMAX:
+        ur1 = tl.where(u > 0, 1.0, 0.0).to(u.dtype)
+        norm = tl.sum(u, axis=1)
+    elif KIND == ENTMAX15:
+        ur1 = u
+        norm = tl.sqrt(tl.sum(u * u, axis=1))
+    else:
+        ur1 = tl.where(u > 0, tl.exp(tl.log(tl.where(u > 0, u, 1.0)) * (r[:, None] - 1)), 0.0)
+        norm = tl.exp(tl.log(tl.sum(ur1 * u, axis=1)) / r)
+    return ur1, norm
+
+
+@triton.jit
+def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
+                   KIND: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``P`` = alpha-entmax of the rows of ``S`` (``n_rows`` x ``n_cols``, contiguous),
+    ``ALPHA`` one per row: safeguarded Newton steps on the threshold until no row of the
+    block moves (or ``max_iter``), then ``p = u^r / sum u^r``."""
+    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
+    s = _load_scores(S, row_ok, offsets, inside)
+    alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(s.dtype)
+    r = 1 / (alpha - 1)
+    x = s * (alpha - 1)[:, None]
+    x = x - tl.max(x, axis=1)[:, None]
+    tau = tl.full((BLOCK_M,), -1.0, s.dtype)
+    lo = tau
+    hi = tl.zeros((BLOCK_M,), s.dtype)
+    step = 0
+    moved = 1
+    while (step < max_iter) & (moved > 0):
+        u = tl.maximum(x - tau[:, None], 0.0)
+        ur1, norm = _row_powers(u, r, KIND)
+        h = norm - 1
+        if KIND == SPARSEMAX:
+            slope = tl.sum(ur1, axis=1)
+        elif KIND == ENTMAX15:
+            slope = tl.sum(ur1, axis=1) / norm
+        else:
+            slope = tl.sum(ur1, axis=1) / tl.exp(tl.log(norm) * (r - 1))
+        newton = tau + h / slope
+        above = h > 0
+        lo = tl.where(above, tau, lo)
+        hi = tl.where(above, hi, tau)
+        kept = (newton >= lo) & (newton <= hi)           # NaN fails both
+        new = tl.where(tl.abs(h) <= tol, tau, tl.where(kept, newton, (lo + hi) / 2))
+        moved = tl.max(tl.where((new != tau) & row_ok, 1, 0), axis=0)
+        tau = new
+        step += 1
+    u = tl.maximum(x - tau[:, None], 0.0)
+    ur1, _ = _row_powers(u, r, KIND)
+    p = ur1 * u
+    p = p / tl.sum(p, axis=1)[:, None]
+    tl.store(P + offsets, p, mask=inside)
+
+
+@triton.jit
+def topk_forward(S, P, n_rows, n_cols, k,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``P`` = softmax of each row of ``S`` over its entries at least its k-th largest
+    (counted with repeats; every unmasked entry where the row has fewer than k)."""
+    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
+    s = _load_scores(S, row_ok, offsets, inside)
+    top = tl.max(s, axis=1)
+    t = top
+    count = tl.sum(tl.where(s >= t[:, None], 1, 0), axis=1)
+    short = count < k
+    while tl.max(tl.where(short, 1, 0), axis=0) > 0:
+        below = tl.max(tl.where(s < t[:, None], s, float("-inf")), axis=1)
+        t = tl.where(short, below, t)
+        count = tl.sum(tl.where(s >= t[:, None], 1, 0), axis=1)
+        short = (count < k) & (t > float("-inf"))
+    e = tl.where(s >= t[:, None], tl.exp(s - top[:, None]), 0.0)
+    p = e / tl.sum(e, axis=1)[:, None]
+    tl.store(P + offsets, p, mask=inside)
+
+
+@triton.jit
+def backward(P, DP, ALPHA, DS, DALPHA, n_rows, n_cols, KIND: tl.constexpr,
+             ALPHA_GRAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``DS`` from the weights ``P`` and their gradient ``DP`` (``g = P^(2 - alpha)``, or
+    ``g = P`` for softmax), and with ``ALPHA_GRAD`` the per-row alpha gradient ``DALPHA``."""
+    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
+    p = tl.load(P + offsets, mask=inside, other=0.0)
+    dp = tl.load(DP + offsets, mask=inside, other=0.0)
+    if KIND == SOFTMAX:
+        g = p
+    else:
+        alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(p.dtype)
+        if KIND == SPARSEMAX:
+            g = tl.where(p > 0, 1.0, 0.0).to(p.dtype)
+        elif KIND == ENTMAX15:
+            g = tl.sqrt(p)
+        else:
+            g = tl.where(p > 0, tl.exp(tl.log(tl.where(p > 0, p, 1.0)) * (2 - alpha)[:, None]), 0.0)
+    g_sum = tl.sum(g, axis=1)
+    g_sum = tl.where(g_sum > 0, g_sum, 1.0)              # padding rows
+    dp_ghat = tl.sum(g * dp, axis=1) / g_sum
+    tl.store(DS + offsets, g * dp - g * dp_ghat[:, None], mask=inside)
+    if ALPHA_GRAD:
+        r = 1 / (alpha - 1)
+        plogp = p * tl.log(tl.where(p > 0, p, 1.0))
+        neg_entropy = tl.sum(plogp, axis=1)
+        dp_p = tl.sum(dp * p, axis=1)
+        dp_plogp = tl.sum(dp * plogp, axis=1)
+        d_alpha = r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
+        tl.store(DALPHA + rows, d_alpha, mask=row_ok)
+
