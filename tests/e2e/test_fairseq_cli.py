@@ -178,3 +178,20 @@ def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, monkeypatch, fla
     assert "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir()), "nothing may be written"
 
+
+
+@pytest.mark.slow
+def test_triton_kernels_train_and_decode_like_the_eager_ones(synthetic_bin, tmp_path):
+    """--attn-impl triton through fairseq-train and fairseq-generate (the kernels under
+    Triton's interpreter: tests/conftest.py sets TRITON_INTERPRET=1): the same hypotheses
+    as the eager normalisers from the same checkpoint, their scores equal to rounding."""
+    pytest.importorskip("triton")
+    ckpt = train(synthetic_bin, tmp_path, "--attn-fn", "entmax_alpha",
+                 "--decoder-cross-attn-fn", "topk", "--topk", "3", "--attn-impl", "triton",
+                 updates=2)
+    fused = generate(synthetic_bin, ckpt)
+    eager = generate(synthetic_bin, ckpt, "--model-overrides", "{'attn_impl': 'torch'}")
+    assert len(fused) == 40
+    fused, eager = ([line.split("\t") for line in lines] for lines in (fused, eager))
+    assert [(i, text) for i, _, text in fused] == [(i, text) for i, _, text in eager]
+    assert max(abs(float(a[1]) - float(b[1])) for a, b in zip(fused, eager)) < 1e-4
