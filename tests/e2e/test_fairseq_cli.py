@@ -180,7 +180,6 @@ def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, monkeypatch, fla
 
 
 
-@pytest.mark.slow
 def test_triton_kernels_train_and_decode_like_the_eager_ones(synthetic_bin, tmp_path):
     """--attn-impl triton through fairseq-train and fairseq-generate (the kernels under
     Triton's interpreter: tests/conftest.py sets TRITON_INTERPRET=1): the same hypotheses
