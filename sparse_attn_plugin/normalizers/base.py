@@ -10,8 +10,11 @@ Two things are handled once here rather than in every method:
   family returns NaN in half precision) and the weights come back in float32, as
   fairseq's own softmax does; the caller casts them back with ``type_as``;
 * rows whose keys are all masked give all-zero weights (not NaN, not a crash),
-  with zero gradient; this costs one reduction, plus two ``masked_fill`` when
-  such a row exists (always on a GPU, where checking would stall the stream).
+  with zero gradient. :func:`guarded` does this around a normaliser at the cost of one
+  reduction, plus two ``masked_fill`` when such a row exists (always on a GPU, where
+  checking would stall the stream); the fused kernels (Newton solver, top-k, Triton) do
+  it themselves in the passes they make anyway, and their normalisers say so
+  (:attr:`Normalizer.zeroes_empty_rows`).
 
 :meth:`Normalizer.attend` finishes the attention, ``out = weights . values``;
 hard retrieval overrides it with a gather of value rows.
@@ -27,18 +30,22 @@ from .fastest import IMPLS
 from .fused_triton import check_available
 
 
-def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
-    """``normalize(scores)`` in float32 or wider, with all-zero weights (and zero
+def at_least_float32(scores: Tensor) -> Tensor:
+    """float16/bfloat16 scores as float32; float32 and float64 as they are."""
+    return scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
+
+
+def guarded(normalize: Callable[..., Tensor], scores: Tensor, *args) -> Tensor:
+    """``normalize(scores, *args)`` in float32 or wider, with all-zero weights (and zero
     gradient) on rows whose keys are all masked."""
-    if scores.dtype in (torch.float16, torch.bfloat16):
-        scores = scores.float()
+    scores = at_least_float32(scores)
     empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
     # Such rows are rare (fairseq's masks never make one), so on the CPU the two
     # full-size copies are skipped when there is none; on a GPU the check would
     # stall the stream, so the guard always runs there.
     if scores.is_cuda or bool(empty.any()):
-        return normalize(scores.masked_fill(empty, 0.0)).masked_fill(empty, 0.0)
-    return normalize(scores)
+        return normalize(scores.masked_fill(empty, 0.0), *args).masked_fill(empty, 0.0)
+    return normalize(scores, *args)
 
 
 class Normalizer(nn.Module, ABC):
@@ -47,9 +54,14 @@ class Normalizer(nn.Module, ABC):
 
     Args:
         impl: how the normaliser is computed, one of :data:`~.fastest.IMPLS`: eagerly
-            (``torch``), by compiled kernels (``compiled``), or the fastest of both
-            (``auto``); those with one implementation ignore it.
+            (``torch``), by compiled kernels (``compiled``), by Triton kernels
+            (``triton``, a CUDA device), or the fastest of them (``auto``); those with
+            one implementation ignore it.
     """
+
+    #: Whether :meth:`normalize` itself gives rows with every key masked all-zero weights
+    #: and zero gradient (otherwise :func:`guarded` does it around it).
+    zeroes_empty_rows = False
 
     def __init__(self, impl: str = "auto"):
         super().__init__()
@@ -61,11 +73,14 @@ class Normalizer(nn.Module, ABC):
         self.impl = impl
 
     def forward(self, scores: Tensor) -> Tensor:
+        if self.zeroes_empty_rows:
+            return self.normalize(at_least_float32(scores))
         return guarded(self.normalize, scores)
 
     @abstractmethod
     def normalize(self, scores: Tensor) -> Tensor:
-        """Weights for float32/float64 scores with an unmasked key in every row."""
+        """Weights for float32/float64 scores with an unmasked key in every row (any
+        rows, when :attr:`zeroes_empty_rows`)."""
 
     def attend(
         self,

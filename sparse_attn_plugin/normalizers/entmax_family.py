@@ -27,7 +27,7 @@ from entmax import entmax15, sparsemax
 from torch import Tensor, nn
 
 from ..errors import SettingsError
-from .base import Normalizer
+from .base import Normalizer, guarded
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
 from .fastest import Fastest, by_impl
 from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
@@ -56,12 +56,13 @@ def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str
     return alpha
 
 
-#: Sparsemax's and 1.5-entmax's exact algorithms per ``--attn-impl``, timed on first use.
-SPARSEMAX = by_impl("sparsemax", {"sort": lambda s: sparsemax(s, dim=-1),
+#: Sparsemax's and 1.5-entmax's exact algorithms per ``--attn-impl``, timed on first use
+#: (the Newton solver zeroes rows with every key masked itself, the sort is guarded).
+SPARSEMAX = by_impl("sparsemax", {"sort": partial(guarded, partial(sparsemax, dim=-1)),
                                   "newton": sparsemax_newton},
                     {"newton, compiled": partial(sparsemax_newton, impl="compiled")},
                     {"newton, triton": sparsemax_triton})
-ENTMAX15 = by_impl("1.5-entmax", {"sort": lambda s: entmax15(s, dim=-1),
+ENTMAX15 = by_impl("1.5-entmax", {"sort": partial(guarded, partial(entmax15, dim=-1)),
                                   "newton": entmax15_newton},
                    {"newton, compiled": partial(entmax15_newton, impl="compiled")},
                    {"newton, triton": entmax15_triton})
@@ -79,12 +80,16 @@ def _entmax_alpha(max_iter: int) -> Dict[str, Fastest]:
 class Sparsemax(Normalizer):
     """``sparsemax(s) = argmin_{p in simplex} ||p - s||^2`` (alpha = 2)."""
 
+    zeroes_empty_rows = True
+
     def normalize(self, scores: Tensor) -> Tensor:
         return SPARSEMAX[self.impl](scores)
 
 
 class Entmax15(Normalizer):
     """1.5-entmax, computed exactly (Peters et al. 2019)."""
+
+    zeroes_empty_rows = True
 
     def normalize(self, scores: Tensor) -> Tensor:
         return ENTMAX15[self.impl](scores)
@@ -110,6 +115,8 @@ class EntmaxAlpha(Normalizer):
         n_iter: iteration cap of the Newton solver, which stops on convergence.
         impl: ``--attn-impl`` (:data:`~.fastest.IMPLS`).
     """
+
+    zeroes_empty_rows = True
 
     def __init__(self, num_heads: int, alpha_init: Union[float, str] = 1.5, n_iter: int = 30,
                  impl: str = "auto"):

@@ -91,18 +91,20 @@ def _newton_steps(x: Tensor, tau: Tensor, lo: Tensor, hi: Tensor, r: Union[float
     return tau, lo, hi, moved, u, ur1
 
 
-def _weights(u: Tensor, ur1: Tensor, alpha: Union[float, Tensor]):
+def _weights(u: Tensor, ur1: Tensor, alpha: Union[float, Tensor], empty: Tensor):
     """The weights ``p = u^r / sum u^r`` and ``g = p^(2 - alpha) = u^(r-1) / (sum u^r)^(2 -
-    alpha)`` (no power of ``p`` needed)."""
+    alpha)`` (no power of ``p`` needed), both zero on the ``empty`` rows."""
     p = ur1 * u
     total = p.sum(-1, keepdim=True)
-    return p / total, ur1 / total ** (2 - alpha)
+    return (p / total).masked_fill(empty, 0.0), (ur1 / total ** (2 - alpha)).masked_fill(empty, 0.0)
 
 
 def _scores_grad(p: Tensor, g: Tensor, dp: Tensor):
     """``ds = g dp - g sum(g dp) / sum g``, and ``sum(dp g_hat)`` for the alpha gradient."""
     gdp = g * dp
-    dp_ghat = gdp.sum(-1, keepdim=True) / g.sum(-1, keepdim=True)
+    # sum g >= (1/n)^(2 - alpha) on a row with weights; empty rows (g = 0) get ds = 0
+    dp_ghat = gdp.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(
+        torch.finfo(g.dtype).tiny)
     return gdp - g * dp_ghat, dp_ghat
 
 
@@ -116,10 +118,14 @@ def _alpha_grad(p: Tensor, dp: Tensor, dp_ghat: Tensor, alpha: Tensor) -> Tensor
     return r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
 
 
-def _prepare(scores: Tensor, alpha: Union[float, Tensor]) -> Tensor:
-    """``x = (alpha - 1)(s - max s)``: the largest entry of every row is 0."""
+def _prepare(scores: Tensor, alpha: Union[float, Tensor]):
+    """``x = (alpha - 1)(s - max s)``, whose largest entry in every row is 0, and which
+    rows are empty (every entry ``-inf``; their ``x`` is 0, solved like any row, and
+    :func:`_weights` zeroes their weights)."""
     x = scores * (alpha - 1)
-    return x - x.amax(-1, keepdim=True)
+    top = x.amax(-1, keepdim=True)
+    empty = torch.isneginf(top)
+    return torch.where(empty, 0.0, x - top), empty
 
 
 def _bracket(x: Tensor):
@@ -132,9 +138,9 @@ def _first_steps(scores: Tensor, alpha: Union[float, Tensor], tol: float, steps:
     """The whole forward when ``steps`` Newton steps suffice (as they do in 3-6 for almost
     every row), in one call: ``p``, ``g``, whether any row still moved, and the solver's
     state (``tau``, ``lo``, ``hi``) to go on from otherwise."""
-    x = _prepare(scores, alpha)
+    x, empty = _prepare(scores, alpha)
     tau, lo, hi, moved, u, ur1 = _newton_steps(x, *_bracket(x), 1 / (alpha - 1), tol, steps)
-    p, g = _weights(u, ur1, alpha)
+    p, g = _weights(u, ur1, alpha, empty)
     return p, g, moved, tau, lo, hi
 
 
@@ -186,13 +192,14 @@ class EntmaxNewtonFunction(torch.autograd.Function):
         if impl == "compiled" and max_iter >= FIRST_STEPS:
             p, g, moved, *state = compiled(_first_steps)(scores, alpha, tol, FIRST_STEPS)
             if bool(moved):
-                u, ur1 = entmax_threshold(_prepare(scores, alpha), 1 / (alpha - 1),
-                                          max_iter - FIRST_STEPS, tol, impl, state)
-                p, g = compiled(_weights)(u, ur1, alpha)
+                x, empty = compiled(_prepare)(scores, alpha)
+                u, ur1 = entmax_threshold(x, 1 / (alpha - 1), max_iter - FIRST_STEPS, tol,
+                                          impl, state)
+                p, g = compiled(_weights)(u, ur1, alpha, empty)
         else:
-            u, ur1 = entmax_threshold(_prepare(scores, alpha), 1 / (alpha - 1), max_iter, tol,
-                                      impl)
-            p, g = _kernel(_weights, impl)(u, ur1, alpha)
+            x, empty = _kernel(_prepare, impl)(scores, alpha)
+            u, ur1 = entmax_threshold(x, 1 / (alpha - 1), max_iter, tol, impl)
+            p, g = _kernel(_weights, impl)(u, ur1, alpha, empty)
         ctx.impl = impl
         if isinstance(alpha, Tensor):
             ctx.save_for_backward(p, g, alpha)
@@ -215,7 +222,8 @@ def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = 
                   impl: str = "torch") -> Tensor:
     """alpha-entmax of ``scores`` along ``dim`` for ``alpha`` in (1, 2] (a number, or a
     tensor broadcastable to ``scores`` with size 1 along ``dim``, e.g. one per head);
-    differentiable in both. Every slice along ``dim`` needs a finite entry. ``impl``:
+    differentiable in both. A slice with every entry ``-inf`` (every key masked) gets
+    all-zero weights and zero gradients. ``impl``:
     one of :data:`IMPLS`."""
     if dim not in (-1, scores.dim() - 1):
         scores = scores.transpose(dim, -1)

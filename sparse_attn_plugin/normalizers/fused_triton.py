@@ -188,7 +188,7 @@ def entmax_triton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, max_iter: i
                   tol: Optional[float] = None) -> Tensor:
     """alpha-entmax of ``scores`` over the last dim, ``alpha`` in (1, 2] a number or a
     tensor broadcastable to ``scores`` with size 1 in the last dim (e.g. one per head);
-    differentiable in both. Every row needs a finite entry."""
+    differentiable in both. Rows with every entry ``-inf`` get zero weights."""
     _check_input(scores)
     if not isinstance(alpha, Tensor):
         alpha = float(alpha)
@@ -207,6 +207,6 @@ def entmax15_triton(scores: Tensor) -> Tensor:
 
 def topk_triton(scores: Tensor, k: int) -> Tensor:
     """Top-k softmax over the last dim (ties at the k-th largest all kept) by the Triton
-    kernels. Every row needs a finite entry."""
+    kernels. Rows with every entry ``-inf`` get zero weights."""
     _check_input(scores)
     return TopKTriton.apply(scores, k)

@@ -21,13 +21,13 @@ On a GPU, the Triton kernel of :mod:`.fused_triton` (``--attn-impl triton``) fin
 with ties counted, masks and normalises in one pass over each row.
 """
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Dict
 
 import torch
 from torch import Tensor
 
-from .base import Normalizer
+from .base import Normalizer, guarded
 from .compiled import compiled
 from .fastest import Fastest, by_impl
 from .fused_triton import topk_triton
@@ -41,20 +41,29 @@ def kth_largest(scores: Tensor, k: int) -> Tensor:
     return scores.topk(k, dim=-1, sorted=False).values.amin(-1, keepdim=True)
 
 
+def _softmax_of_kept(scores: Tensor, keep: Tensor, top: Tensor) -> Tensor:
+    """Softmax over the ``keep`` entries of each row, whose largest score is ``top``; all
+    zero on a row with every key masked (``top = -inf``)."""
+    empty = torch.isneginf(top)
+    e = torch.where(keep, torch.exp(scores - top.masked_fill(empty, 0.0)), 0.0)
+    return e / e.sum(-1, keepdim=True).masked_fill(empty, 1.0)
+
+
 def _fused_topk_weights(scores: Tensor, k: int):
-    """Top-k weights by k - 1 removals of the row maximum (elementwise work and row
-    reductions only, which ``torch.compile`` fuses into one loop), and whether they are
-    exact: removing a maximum removes all its repeats, so this finds the k-th largest
-    *distinct* value, which is the k-th largest exactly when k entries are kept or the
-    row has at most k unmasked keys (every one kept)."""
-    rest = scores
+    """Top-k weights by k - 1 steps down from the row maximum to the largest score below
+    it (elementwise work and row reductions only, which ``torch.compile`` fuses into one
+    loop), and whether they are exact: each step passes all repeats of a value, so this
+    finds the k-th largest *distinct* value, which is the k-th largest exactly when k
+    entries are kept or the row has at most k unmasked keys (every one kept)."""
+    top = scores.amax(-1, keepdim=True)
+    kth = top
     for _ in range(k - 1):
-        rest = torch.where(rest >= rest.amax(-1, keepdim=True), NEG_INF, rest)
-    keep = scores >= rest.amax(-1, keepdim=True)
+        kth = torch.where(scores < kth, scores, NEG_INF).amax(-1, keepdim=True)
+    keep = scores >= kth
     kept = keep.to(scores.dtype).sum(-1, keepdim=True)
     unmasked = (scores > NEG_INF).to(scores.dtype).sum(-1, keepdim=True)
     exact = ((kept == k) | (unmasked <= k)).all()
-    return torch.softmax(torch.where(keep, scores, NEG_INF), dim=-1), exact
+    return _softmax_of_kept(scores, keep, top), exact
 
 
 def _softmax_grad(probs: Tensor, d_probs: Tensor) -> Tensor:
@@ -63,8 +72,9 @@ def _softmax_grad(probs: Tensor, d_probs: Tensor) -> Tensor:
 
 
 class TopKSoftmax(torch.autograd.Function):
-    """Softmax over the entries of each last-dim row at least its k-th largest; with
-    ``fused``, by the compiled kernel (the general one where a tie makes it inexact)."""
+    """Softmax over the entries of each last-dim row at least its k-th largest (all-zero
+    weights on rows with every key masked); with ``fused``, by the compiled kernel (the
+    general one where a tie makes it inexact)."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, k: int, fused: bool) -> Tensor:
@@ -73,8 +83,8 @@ class TopKSoftmax(torch.autograd.Function):
             probs, exact = compiled(_fused_topk_weights)(scores, k)
             probs = probs if bool(exact) else None
         if probs is None:
-            kth = kth_largest(scores, k)
-            probs = torch.softmax(scores.masked_fill(scores < kth, NEG_INF), dim=-1)
+            probs = _softmax_of_kept(scores, scores >= kth_largest(scores, k),
+                                     scores.amax(-1, keepdim=True))
         ctx.fused = fused
         ctx.save_for_backward(probs)
         return probs
@@ -110,6 +120,8 @@ class TopK(Normalizer):
         impl: ``--attn-impl`` (:data:`~.fastest.IMPLS`).
     """
 
+    zeroes_empty_rows = True
+
     def __init__(self, k: int = 8, train_only: bool = False, impl: str = "auto"):
         super().__init__(impl)
         if k < 1:
@@ -120,7 +132,7 @@ class TopK(Normalizer):
     def normalize(self, scores: Tensor) -> Tensor:
         if self.k < scores.size(-1) and (self.training or not self.train_only):
             return _topk(self.k)[self.impl](scores)
-        return torch.softmax(scores, dim=-1)
+        return guarded(partial(torch.softmax, dim=-1), scores)
 
     def extra_repr(self) -> str:
         return f"k={self.k}, train_only={self.train_only}, impl={self.impl}"

@@ -28,10 +28,13 @@ def _block(n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 
 @triton.jit
 def _load_scores(S, row_ok, offsets, inside):
-    """The block's scores: ``-inf`` past a row's end, 0 on rows past the last (any finite
-    row will do there)."""
+    """The block's scores (``-inf`` past a row's end), each row's largest, and which rows
+    are empty: every key masked, or past the last row. Empty rows are read as zeros
+    (any finite row will do), and their weights are set to zero at the end."""
     s = tl.load(S + offsets, mask=inside, other=float("-inf"))
-    return tl.where(row_ok[:, None], s, 0.0)
+    top = tl.max(s, axis=1)
+    empty = (top == float("-inf")) | (row_ok == 0)
+    return tl.where(empty[:, None], 0.0, s), tl.where(empty, 0.0, top), empty
 
 
 @triton.jit
@@ -54,13 +57,12 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
                    KIND: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``P`` = alpha-entmax of the rows of ``S`` (``n_rows`` x ``n_cols``, contiguous),
     ``ALPHA`` one per row: safeguarded Newton steps on the threshold until no row of the
-    block moves (or ``max_iter``), then ``p = u^r / sum u^r``."""
+    block moves (or ``max_iter``), then ``p = u^r / sum u^r`` (0 on empty rows)."""
     rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
-    s = _load_scores(S, row_ok, offsets, inside)
+    s, top, empty = _load_scores(S, row_ok, offsets, inside)
     alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(s.dtype)
     r = 1 / (alpha - 1)
-    x = s * (alpha - 1)[:, None]
-    x = x - tl.max(x, axis=1)[:, None]
+    x = (s - top[:, None]) * (alpha - 1)[:, None]
     tau = tl.full((BLOCK_M,), -1.0, s.dtype)
     lo = tau
     hi = tl.zeros((BLOCK_M,), s.dtype)
@@ -89,17 +91,17 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
     ur1, _ = _row_powers(u, r, KIND)
     p = ur1 * u
     p = p / tl.sum(p, axis=1)[:, None]
-    tl.store(P + offsets, p, mask=inside)
+    tl.store(P + offsets, tl.where(empty[:, None], 0.0, p), mask=inside)
 
 
 @triton.jit
 def topk_forward(S, P, n_rows, n_cols, k,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``P`` = softmax of each row of ``S`` over its entries at least its k-th largest
-    (counted with repeats; every unmasked entry where the row has fewer than k)."""
+    (counted with repeats; every unmasked entry where the row has fewer than k; none
+    where it has none)."""
     rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
-    s = _load_scores(S, row_ok, offsets, inside)
-    top = tl.max(s, axis=1)
+    s, top, empty = _load_scores(S, row_ok, offsets, inside)
     t = top
     count = tl.sum(tl.where(s >= t[:, None], 1, 0), axis=1)
     short = count < k
@@ -110,7 +112,7 @@ def topk_forward(S, P, n_rows, n_cols, k,
         short = (count < k) & (t > float("-inf"))
     e = tl.where(s >= t[:, None], tl.exp(s - top[:, None]), 0.0)
     p = e / tl.sum(e, axis=1)[:, None]
-    tl.store(P + offsets, p, mask=inside)
+    tl.store(P + offsets, tl.where(empty[:, None], 0.0, p), mask=inside)
 
 
 @triton.jit

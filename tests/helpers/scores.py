@@ -1,5 +1,6 @@
 """Random attention scores for normaliser tests."""
 
+import pytest
 import torch
 
 NEG_INF = float("-inf")
@@ -21,3 +22,39 @@ def with_ties(scores):
     scores[0, 0, 1, :3] = 1.3
     scores[0, 0, 2, 1:] = NEG_INF
     return scores
+
+
+def candidates(impl):
+    """``pytest.param(function of the scores, its parameters, id=label)`` for every
+    candidate ``--attn-impl impl`` times for top-k (k = 3), sparsemax, 1.5-entmax and
+    learned alpha-entmax (per-head alphas for 3 heads)."""
+    from sparse_attn_plugin.normalizers.entmax_family import ENTMAX15, SPARSEMAX, _entmax_alpha
+    from sparse_attn_plugin.normalizers.topk import _topk
+
+    alpha = torch.tensor([1.2, 1.5, 1.9], dtype=torch.float64).view(1, 3, 1, 1)
+    found = []
+    for family, choosers, params in (("top-k", _topk(3), []), ("sparsemax", SPARSEMAX, []),
+                                     ("1.5-entmax", ENTMAX15, []),
+                                     ("alpha-entmax", _entmax_alpha(30), [alpha])):
+        for name, fn in choosers[impl].candidates.items():
+            found.append(pytest.param(fn, params, id=f"{family} {name}"))
+    return found
+
+
+def assert_empty_rows_give_zeros(fn, params, dtype=torch.float64):
+    """``fn(scores, *params)`` gives all-zero weights, and zero gradients to the scores
+    and to ``params``, on a row with every key masked, and weights summing to one on the
+    others."""
+    scores = random_scores(shape=(2, 3, 4, 9), seed=11, dtype=dtype)
+    scores[0, 1, 2] = NEG_INF
+    scores.requires_grad_()
+    params = [p.to(dtype).requires_grad_() for p in params]
+    probs = fn(scores, *params)
+    assert (probs[0, 1, 2] == 0).all() and torch.isfinite(probs).all()
+    rest = torch.ones_like(probs[..., 0], dtype=torch.bool)
+    rest[0, 1, 2] = False
+    torch.testing.assert_close(probs.sum(-1)[rest], torch.ones_like(probs.sum(-1)[rest]))
+    upstream = torch.randn(probs.shape, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    grads = torch.autograd.grad(probs, [scores, *params], upstream)
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert (grads[0][0, 1, 2] == 0).all()

@@ -13,7 +13,7 @@ from sparse_attn_plugin.normalizers import entmax_newton as newton
 from sparse_attn_plugin.normalizers.entmax_newton import entmax_newton
 from sparse_attn_plugin.normalizers.topk import topk_softmax
 
-from helpers.scores import NEG_INF, random_scores
+from helpers.scores import NEG_INF, assert_empty_rows_give_zeros, candidates, random_scores
 
 # Compiling takes seconds per kernel: one worker compiles them all, once.
 pytestmark = [pytest.mark.xdist_group("compiled"), pytest.mark.slow]
@@ -95,3 +95,16 @@ def test_kinds_of_alpha_grad_modes_and_shapes_past_dynamos_default_limit_stay_co
             scores = torch.randn(*shape, dtype=torch.float64, requires_grad=grad)
             with torch.inference_mode(not grad):
                 entmax_newton(scores, alpha, impl="compiled")
+
+
+@pytest.mark.parametrize("fn,params", candidates("torch") + candidates("compiled"))
+def test_every_candidate_zeroes_rows_with_every_key_masked(fn, params):
+    """The Newton solver and the top-k kernels zero such rows themselves (no guard around
+    them); the entmax package's sort is guarded."""
+    assert_empty_rows_give_zeros(fn, params)
+
+
+def test_rows_solved_after_the_fused_first_call_keep_empty_rows_zero(monkeypatch):
+    monkeypatch.setattr(newton, "FIRST_STEPS", 1)
+    alpha = torch.tensor([1.2, 1.5, 1.9], dtype=torch.float64).view(1, 3, 1, 1)
+    assert_empty_rows_give_zeros(lambda s, a: entmax_newton(s, a, impl="compiled"), [alpha])

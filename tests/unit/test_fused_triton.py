@@ -21,7 +21,13 @@ from sparse_attn_plugin.normalizers.fused_triton import (
 )
 from sparse_attn_plugin.normalizers.topk import topk_softmax
 
-from helpers.scores import NEG_INF, random_scores, with_ties
+from helpers.scores import (
+    NEG_INF,
+    assert_empty_rows_give_zeros,
+    candidates,
+    random_scores,
+    with_ties,
+)
 
 pytest.importorskip("triton", reason="the triton package is not installed (Linux x86_64 only)")
 
@@ -142,3 +148,8 @@ def test_without_triton_the_flag_is_refused_when_the_model_is_built(monkeypatch)
     monkeypatch.setattr(fused_triton, "have_triton", lambda: False)
     with pytest.raises(SettingsError, match="--attn-impl triton needs the triton package"):
         build_normalizer("sparsemax", 2, NormalizerOptions(attn_impl="triton"))
+
+
+@pytest.mark.parametrize("fn,params", candidates("triton"))
+def test_every_triton_candidate_zeroes_rows_with_every_key_masked(fn, params):
+    assert_empty_rows_give_zeros(fn, params)
