@@ -49,7 +49,11 @@ class Fastest:
     """Calls whichever candidate (name -> function of the scores and ``*args``) ran
     fastest on the first scores of the same :func:`_kind`, timed over ``rounds`` calls
     each. ``later`` candidates join the timing after ``compile_after`` calls; those
-    named in ``cuda_only`` take part only for CUDA scores with Triton installed."""
+    named in ``cuda_only`` take part only for CUDA scores with Triton installed. A later
+    candidate that fails when first timed (no C++ compiler for ``torch.compile``, a GPU
+    Triton cannot compile for) is left out for the rest of the process, with a warning,
+    so that ``auto`` never stops a run over an optional kernel; the others' errors
+    propagate."""
 
     def __init__(self, family: str, candidates: Dict[str, Callable[..., Tensor]],
                  later: Dict[str, Callable[..., Tensor]] = None,
@@ -62,14 +66,17 @@ class Fastest:
         self.compile_after = compile_after
         self.rounds = rounds
         self.cuda_only = frozenset(cuda_only)
+        self.failed = set()
         self.calls = 0
         self.chosen: Dict[Tuple, Tuple[str, Callable[..., Tensor]]] = {}
 
     def __call__(self, scores: Tensor, *args) -> Tensor:
         self.calls += 1
         pool = self.everything if self.calls > self.compile_after else self.candidates
-        if self.cuda_only and not (scores.is_cuda and have_triton()):
-            pool = {name: fn for name, fn in pool.items() if name not in self.cuda_only}
+        left_out = self.failed if scores.is_cuda and have_triton() else \
+            self.failed | self.cuda_only
+        if left_out:
+            pool = {name: fn for name, fn in pool.items() if name not in left_out}
         kind = (*_kind(scores), len(pool))
         if kind not in self.chosen:
             name = self._time(pool, scores, args) if len(pool) > 1 else next(iter(pool))
@@ -85,14 +92,30 @@ class Fastest:
         best = dict.fromkeys(pool, float("inf"))
         for _ in range(self.rounds):  # the best of each round: compilation and warm-up left out
             for name, fn in pool.items():
+                if name in self.failed:
+                    continue
                 sync()
                 start = time.perf_counter()
-                out = fn(sample, *args)
-                if upstream is not None:
-                    torch.autograd.grad(out, sample, upstream)
+                try:
+                    out = fn(sample, *args)
+                    if upstream is not None:
+                        torch.autograd.grad(out, sample, upstream)
+                except Exception as error:  # any failure of an optional kernel
+                    if name not in self.later:
+                        raise
+                    self._leave_out(name, error)
+                    del best[name]
+                    continue
                 sync()
                 best[name] = min(best[name], time.perf_counter() - start)
         return min(best, key=best.get)
+
+    def _leave_out(self, name: str, error: Exception) -> None:
+        self.failed.add(name)
+        reason = str(error).strip().splitlines()
+        logger.warning("%s: %s cannot run here and is left out of --attn-impl auto (%s%s)",
+                       self.family, name, type(error).__name__,
+                       f": {reason[0]}" if reason else "")
 
 
 def by_impl(family: str, eager: Dict[str, Callable[..., Tensor]],

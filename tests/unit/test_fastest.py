@@ -77,6 +77,32 @@ def test_cuda_only_candidates_never_run_on_cpu_scores():
     assert {name for name, _ in log} == {"eager"}
 
 
+def test_a_later_candidate_that_fails_is_left_out_with_a_warning(caplog):
+    def broken(scores):
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore detail")
+
+    log = []
+    fastest = Fastest("test", {"eager": counted(log, "eager", 0.0)},
+                      later={"compiled": broken}, compile_after=0)
+    with caplog.at_level("WARNING"):
+        fastest(torch.randn(2, 5))
+    assert "test: compiled cannot run here and is left out of --attn-impl auto (RuntimeError: " \
+           "InvalidCxxCompiler: No working C++ compiler found)" in caplog.text
+    log.clear()
+    fastest(torch.randn(3, 5))
+    fastest(torch.randn(2, 33))                                    # another kind: not retried
+    assert fastest.failed == {"compiled"} and {name for name, _ in log} == {"eager"}
+
+
+def test_a_failing_candidate_the_user_chose_is_an_error():
+    def broken(scores):
+        raise RuntimeError("no compiler")
+
+    fastest = Fastest("test", {"compiled": broken, "other": torch.sigmoid})
+    with pytest.raises(RuntimeError, match="no compiler"):
+        fastest(torch.randn(2, 5))
+
+
 def test_gradients_are_timed_with_a_backward_pass_and_still_flow():
     fastest = Fastest("test", {"a": lambda s: torch.softmax(s, -1), "b": lambda s: s.sigmoid()})
     scores = torch.randn(3, 4, requires_grad=True)
