@@ -35,8 +35,8 @@ def at_least_float32(scores: Tensor) -> Tensor:
     return scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
 
 
-def guarded(normalize: Callable[..., Tensor], scores: Tensor, *args) -> Tensor:
-    """``normalize(scores, *args)`` in float32 or wider, with all-zero weights (and zero
+def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
+    """``normalize(scores)`` in float32 or wider, with all-zero weights (and zero
     gradient) on rows whose keys are all masked."""
     scores = at_least_float32(scores)
     empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
@@ -44,8 +44,8 @@ def guarded(normalize: Callable[..., Tensor], scores: Tensor, *args) -> Tensor:
     # full-size copies are skipped when there is none; on a GPU the check would
     # stall the stream, so the guard always runs there.
     if scores.is_cuda or bool(empty.any()):
-        return normalize(scores.masked_fill(empty, 0.0), *args).masked_fill(empty, 0.0)
-    return normalize(scores, *args)
+        return normalize(scores.masked_fill(empty, 0.0)).masked_fill(empty, 0.0)
+    return normalize(scores)
 
 
 class Normalizer(nn.Module, ABC):

@@ -15,7 +15,7 @@ keys, recomputed for each row (and so at every incremental decoding step).
 
 The general ``topk`` kernel sorts partially, row by row, and costs ten softmaxes on a
 CPU; the compiled path (``--attn-impl compiled``, or ``auto`` in a long run) finds ``t``
-by k - 1 removals of the row maximum fused with the masking and the softmax into one
+by k - 1 steps down from the row maximum, fused with the masking and the softmax into one
 loop, and falls back on the general kernel for a batch where a tie makes that inexact.
 On a GPU, the Triton kernel of :mod:`.fused_triton` (``--attn-impl triton``) finds ``t``
 with ties counted, masks and normalises in one pass over each row.
