@@ -72,18 +72,23 @@ class Fastest:
 
     def __call__(self, scores: Tensor, *args) -> Tensor:
         self.calls += 1
-        pool = self.everything if self.calls > self.compile_after else self.candidates
-        left_out = self.failed if scores.is_cuda and have_triton() else \
-            self.failed | self.cuda_only
-        if left_out:
-            pool = {name: fn for name, fn in pool.items() if name not in left_out}
-        kind = (*_kind(scores), len(pool))
+        joined = bool(self.later) and self.calls > self.compile_after
+        kind = (*_kind(scores), joined)
         if kind not in self.chosen:
+            pool = self._pool(scores, joined)
             name = self._time(pool, scores, args) if len(pool) > 1 else next(iter(pool))
             self.chosen[kind] = name, pool[name]
             logger.info("%s on %s: %s is the fastest here", self.family,
                         "/".join(map(str, kind[:3])), name)
         return self.chosen[kind][1](scores, *args)
+
+    def _pool(self, scores: Tensor, joined: bool) -> Dict[str, Callable[..., Tensor]]:
+        """The candidates for these scores: the later ones once ``joined``, the CUDA-only
+        ones on CUDA with Triton, none that failed."""
+        pool = self.everything if joined else self.candidates
+        left_out = self.failed if scores.is_cuda and have_triton() else \
+            self.failed | self.cuda_only
+        return {name: fn for name, fn in pool.items() if name not in left_out}
 
     def _time(self, pool, scores: Tensor, args) -> str:
         sample = scores.detach().requires_grad_(_wants_grad(scores))
