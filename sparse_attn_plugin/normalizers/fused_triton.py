@@ -67,12 +67,6 @@ def check_available() -> None:
                             "torch install it; `pip install triton` otherwise)")
 
 
-def runs_on(scores: Tensor) -> bool:
-    """Whether the kernels can run on these scores: a CUDA tensor, or any under the
-    interpreter."""
-    return have_triton() and (scores.is_cuda or interpreting())
-
-
 def check_runs(cuda: bool) -> None:
     """SettingsError, one line, when ``--attn-impl triton`` cannot run in a process that
     computes on a CUDA device (``cuda``) or on the CPU."""
@@ -106,6 +100,7 @@ def _launch(rows: int, cols: int):
 
 
 def _kind(alpha: Union[float, Tensor]) -> int:
+    """The kernels' row case for this alpha (a tensor: the general one)."""
     if isinstance(alpha, Tensor):
         return GENERAL
     return {2.0: SPARSEMAX, 1.5: ENTMAX15}.get(alpha, GENERAL)
@@ -132,9 +127,9 @@ class EntmaxTriton(torch.autograd.Function):
         probs = torch.empty_like(flat)
         grid, blocks = _launch(alphas.numel(), flat.size(-1))
         tol = TOLERANCE.get(flat.dtype, 1e-6) if tol is None else tol
-        forward_kernel[grid](flat, alphas, probs, alphas.numel(), flat.size(-1), max_iter, tol,
-                             KIND=_kind(alpha), **blocks)
         ctx.kind = _kind(alpha)
+        forward_kernel[grid](flat, alphas, probs, alphas.numel(), flat.size(-1), max_iter, tol,
+                             KIND=ctx.kind, **blocks)
         ctx.alpha_shape = alpha.shape if isinstance(alpha, Tensor) else None
         ctx.save_for_backward(probs, alphas)
         return probs
