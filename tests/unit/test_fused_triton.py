@@ -2,7 +2,10 @@
 the same weights and gradients as the eager solver and the entmax package over alpha in
 [1.01, 2] with masks, ties and -inf, float64 gradcheck for scores and alpha, top-k with
 ties, and one clear line where the kernels cannot run (``tests/conftest.py`` sets
-``TRITON_INTERPRET=1``)."""
+``TRITON_INTERPRET=1``). With ``TRITON_INTERPRET=0`` on a machine with a GPU the same tests
+compile the kernels and run them on CUDA tensors (``on_device``)."""
+
+import os
 
 import pytest
 import torch
@@ -13,12 +16,6 @@ from hypothesis import strategies as st
 from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.normalizers import NormalizerOptions, build_normalizer, fused_triton
 from sparse_attn_plugin.normalizers.entmax_newton import entmax_newton
-from sparse_attn_plugin.normalizers.fused_triton import (
-    entmax15_triton,
-    entmax_triton,
-    sparsemax_triton,
-    topk_triton,
-)
 from sparse_attn_plugin.normalizers.topk import topk_softmax
 
 from helpers.scores import (
@@ -30,6 +27,23 @@ from helpers.scores import (
 )
 
 pytest.importorskip("triton", reason="the triton package is not installed (Linux x86_64 only)")
+
+DEVICE = ("cuda" if os.environ.get("TRITON_INTERPRET") == "0" and torch.cuda.is_available()
+          else "cpu")
+
+
+def on_device(kernel):
+    """``kernel`` run on ``DEVICE`` (its tensor arguments moved there), its result moved back
+    to the CPU; gradients flow back to the CPU tensors."""
+    def run(*args):
+        return kernel(*(a.to(DEVICE) if torch.is_tensor(a) else a for a in args)).cpu()
+    return run
+
+
+entmax_triton = on_device(fused_triton.entmax_triton)
+entmax15_triton = on_device(fused_triton.entmax15_triton)
+sparsemax_triton = on_device(fused_triton.sparsemax_triton)
+topk_triton = on_device(fused_triton.topk_triton)
 
 ALPHAS = [1.01, 1.05, 1.2, 1.5, 1.7, 1.9, 1.99, 2.0]
 
@@ -126,17 +140,18 @@ def test_normalisers_with_attn_impl_triton_equal_the_eager_ones():
         fused = build_normalizer(name, 3, NormalizerOptions(**{**options.__dict__,
                                                                "attn_impl": "triton"}))
         expected, *expected_grads = grads(eager, scores, list(eager.parameters()))
-        weights, *weight_grads = grads(fused, scores, list(fused.parameters()))
+        fused.to(DEVICE)
+        weights, *weight_grads = grads(on_device(fused), scores, list(fused.parameters()))
         torch.testing.assert_close(weights, expected, atol=2e-6, rtol=0)
         assert (weights[0, 0, 0] == 0).all()
         for ours, reference in zip(weight_grads, expected_grads):
-            torch.testing.assert_close(ours, reference, atol=2e-5, rtol=1e-4)
+            torch.testing.assert_close(ours.cpu(), reference, atol=2e-5, rtol=1e-4)
 
 
 def test_cpu_scores_without_the_interpreter_get_one_clear_line(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(SettingsError, match="runs on a CUDA device .* this run is on the CPU"):
-        entmax_triton(torch.randn(2, 5), 1.5)
+        fused_triton.entmax_triton(torch.randn(2, 5), 1.5)
 
 
 def test_rows_longer_than_a_program_holds_are_refused():
@@ -152,4 +167,4 @@ def test_without_triton_the_flag_is_refused_when_the_model_is_built(monkeypatch)
 
 @pytest.mark.parametrize("fn,params", candidates("triton"))
 def test_every_triton_candidate_zeroes_rows_with_every_key_masked(fn, params):
-    assert_empty_rows_give_zeros(fn, params)
+    assert_empty_rows_give_zeros(on_device(fn), params)
