@@ -1,6 +1,7 @@
 """The benchmarks run end to end at a tiny scale and write
 complete tables (no timing is asserted: speed is only ever a ratio)."""
 
+import argparse
 import json
 import math
 
@@ -28,6 +29,27 @@ def test_training_benchmark_writes_ratios(tmp_path):
     assert "| topk |" in table and "max tokens per batch {'demo': '1024'}" in table
     assert "| topk [compiled] |" in table and "(compiling included)" in table
     assert "### demo model: where the time goes" in table
+    lines = table.splitlines()
+    assert any(line.startswith("| attention | train batches/s ÷ softmax | train words/s ÷ "
+                               "softmax (fairseq) |") for line in lines)
+    topk = next(line for line in lines if line.startswith("| topk |")).split(" | ")
+    batch_ratio = breakdown["softmax"]["ms_per_batch"] / breakdown["topk"]["ms_per_batch"]
+    words_ratio = data["words_per_second"]["demo"]["topk"] / data["words_per_second"]["demo"][
+        "softmax"]
+    assert topk[1].startswith(f"{batch_ratio:.2f} (target ")         # judged per batch
+    assert topk[2] == f"{words_ratio:.2f}"
+
+
+def test_training_table_without_breakdown_judges_targets_on_words_per_second():
+    bench = load_benchmark("bench_training")
+    args = argparse.Namespace(updates=None, test_size=10, length=5, rounds=1)
+    results = {"demo": {"softmax": (1000.0, 50.0), "topk": (960.0, 40.0),
+                        "sparsemax": (900.0, 40.0)}}
+    table = bench.render(results, {}, args, "python benchmarks/bench_training.py").splitlines()
+    assert "| attention | train words/s ÷ softmax | generate sent/s ÷ softmax |" in "\n".join(
+        table)
+    assert "| topk | 0.96 (target met) | 0.80 | 0.98 | 0.94 |" in table
+    assert "| sparsemax | 0.90 (target 0.95 missed) | 0.80 | 0.8 | 0.43 |" in table
 
 
 def test_training_breakdown_without_softmax_is_refused(tmp_path, capsys):
