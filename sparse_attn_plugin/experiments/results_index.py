@@ -130,7 +130,8 @@ def comparisons(results: Path) -> str:
         about, link = provenance_of(report), report.relative_to(results)
         kind = ("Smoke run (a check that the pipeline runs, not a result)" if record["smoke"]
                 else "Run")
-        parts.append(f"### {record['corpus']}\n\n{kind}: [{link}]({link}) (commit "
+        parts.append(f"### {record['corpus']} (`{record_path.parent.name}/`)\n\n{kind}: "
+                     f"[{link}]({link}) (commit "
                      f"`{about.get('commit', '?')}`, {about.get('machine', '?')}, "
                      f"{about.get('date', '?')}).\n")
         tests = record["tests"]

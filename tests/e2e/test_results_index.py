@@ -52,7 +52,8 @@ def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch
     assert "notes.md" not in index and "- commit:" in index
     assert "| attention | BLEU test_2016_flickr | BLEU test_2017_flickr | REP | DROP |" in index
     assert "| entmax15 | 35.50 | 30.25 | 1.50 | 4.00 | 1500 (converged) |" in index
-    assert "Run: [multi30k/README.md](multi30k/README.md)" in index
+    assert ("### multi30k_de_en (`multi30k/`)\n\nRun: [multi30k/README.md](multi30k/README.md)"
+            in index)
     assert "| Lample, Conneau, Denoyer and Ranzato (2018)" in index  # published, beside
     assert "[multi30k/README.md]" not in index.split("## Benchmarks")[1]
 
