@@ -217,6 +217,8 @@ def test_the_reading_gives_how_each_trailing_rows_loss_gap_moved():
     text = _gap_trends([softmax, slow, close])
     assert "sparsemax +0.60 at 200 updates, +0.20 at 400" in text
     assert "topk" not in text                      # within 0.05 of softmax at the end
+    assert "only training to convergence says" in text
+    assert "the last gap is what is left" in _gap_trends([softmax, slow], still_improving=False)
     assert _gap_trends([softmax, close]) == "" and _gap_trends([slow]) == ""
 
 

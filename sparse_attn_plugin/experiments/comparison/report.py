@@ -139,8 +139,7 @@ def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
                "the table compares them at a budget, not at convergence" if still else "")
             + ". No row was repeated with other seeds, so the table cannot say how large "
             "seed-to-seed differences are: read a gap of about 1 BLEU or less as unresolved.")
-    if still:
-        text += _gap_trends(rows)
+    text += _gap_trends(rows, still_improving=bool(still))
     if corpus.title == "the synthetic corpus":
         text += (" The synthetic corpus is a made-up language pair (a fixed lexicon, "
                  "fertilities 0-3, one reordering rule), not natural language: a row's BLEU "
@@ -156,9 +155,10 @@ def loss_gaps(row: dict, base: dict) -> List[Tuple[int, float]]:
     return [(u, loss - reference[u]) for u, loss in row["validation_curve"] if u in reference]
 
 
-def _gap_trends(rows: Sequence[dict]) -> str:
+def _gap_trends(rows: Sequence[dict], still_improving: bool = True) -> str:
     """For rows behind softmax in validation loss at the end, the largest gap and the last
-    one: a gap that narrows as training goes on is a slower start, not yet a lasting gap."""
+    one: a gap that narrows as training goes on is a slower start, not yet a lasting gap;
+    where no row was ``still_improving`` when it stopped, the last gap is the lasting one."""
     base = next((r for r in rows if r["attention"] == "softmax"), None)
     trends = []
     for row in rows:
@@ -172,8 +172,10 @@ def _gap_trends(rows: Sequence[dict]) -> str:
         return ""
     return (" Validation loss behind softmax's, at its largest and at the last validation "
             f"both made: {'; '.join(trends)}. A gap that narrows while training goes on "
-            "says a row learns more slowly; whether it closes, only training to "
-            "convergence says.")
+            "says a row learns more slowly; "
+            + ("whether it closes, only training to convergence says." if still_improving
+               else "no row was still improving when it stopped, so the last gap is what "
+                    "is left of it."))
 
 
 def _seed(row: dict):
