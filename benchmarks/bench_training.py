@@ -178,9 +178,9 @@ def render(results, breakdowns, args, command):
                 row += [f"{batch_ratio:.2f}{verdict(name, batch_ratio)}", f"{train_ratio:.2f}"]
             else:
                 row.append(f"{train_ratio:.2f}{verdict(name, train_ratio)}")
-            rows.append([*row, (f"{sps / base[1]:.2f}" + (" (compiling included)" if compiled
-                                                          else "")) if base else "n/a",
-                         paper[0], paper[1]])
+            generate = (f"{sps / base[1]:.2f}" + (" (compiling included)" if compiled else "")
+                        if base else "n/a")
+            rows.append([*row, generate, paper[0], paper[1]])
         train_columns = (["train batches/s ÷ softmax", "train words/s ÷ softmax (fairseq)"]
                          if batches else ["train words/s ÷ softmax"])
         parts.append(f"## {model} model\n\n" + markdown_table(
