@@ -9,7 +9,7 @@ comparable-across-papers sacreBLEU setting.
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import List, Sequence, Tuple
 
 from sacrebleu.metrics import BLEU
 
@@ -33,18 +33,34 @@ def split_hyphenated_compounds(line: str) -> str:
     return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none",
-                lowercase: bool = False, split_compounds: bool = False) -> BleuResult:
-    """BLEU of ``hypotheses`` against one reference each."""
+def bleu_metric(tokenize: str = "none", lowercase: bool = False,
+                effective_order: bool = False) -> BLEU:
+    """sacrebleu's corpus BLEU with these options (``effective_order`` only for
+    sentence-level statistics, which it leaves unchanged)."""
+    # Tokenised text is what tok:none is for: no "forgot to detokenize" warning then.
+    return BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none",
+                effective_order=effective_order)
+
+
+def checked_pairs(hypotheses: Sequence[str], references: Sequence[str],
+                  split_compounds: bool = False) -> Tuple[List[str], List[str]]:
+    """The hypotheses and references as BLEU reads them (compounds split where asked);
+    ValueError where their counts differ or there are none."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if not hypotheses:
         raise ValueError("no sentences to score")
     if split_compounds:
-        hypotheses = [split_hyphenated_compounds(h) for h in hypotheses]
-        references = [split_hyphenated_compounds(r) for r in references]
-    # Tokenised text is what tok:none is for: no "forgot to detokenize" warning then.
-    metric = BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none")
-    result = metric.corpus_score(list(hypotheses), [list(references)])
+        return ([split_hyphenated_compounds(h) for h in hypotheses],
+                [split_hyphenated_compounds(r) for r in references])
+    return list(hypotheses), list(references)
+
+
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none",
+                lowercase: bool = False, split_compounds: bool = False) -> BleuResult:
+    """BLEU of ``hypotheses`` against one reference each."""
+    hypotheses, references = checked_pairs(hypotheses, references, split_compounds)
+    metric = bleu_metric(tokenize, lowercase)
+    result = metric.corpus_score(hypotheses, [references])
     signature = str(metric.get_signature()) + ("|compounds:split" if split_compounds else "")
     return BleuResult(result.score, signature, str(result))

@@ -3,6 +3,7 @@
     sparse-attn-score --hyp hyp.txt --ref ref.txt --src src.txt \
         --metrics bleu,meteor,rep,drop --aligner MODEL_DIR --lang en
     sparse-attn-score --generate-output gen.out --remove-bpe subword_nmt --json scores.json
+    sparse-attn-score --hyp sparse.txt --ref ref.txt --baseline softmax.txt  # paired test
 
 Every input is read and checked before anything is scored or written: a missing,
 empty or non-UTF-8 file, or files whose line counts differ, stop with one line
@@ -14,6 +15,7 @@ import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
+from typing import List, NamedTuple, Optional
 
 from ..command_line import CommandParser
 from ..files import InputError, read_lines, write_text_atomic
@@ -23,11 +25,37 @@ from .drop import DROP_SYMMETRIZATION, PUBLISHED_SYMMETRIZATION
 from .generate_output import read_generate_output
 from .meteor import Meteor
 from .scoring import METRICS, metric_names
+from .significance import RESAMPLES, paired_bootstrap
 from .text import remove_bpe
 
 
-def load_inputs(args):
-    """(hypotheses, references, sources or None), de-BPE'd, equal in length."""
+class Inputs(NamedTuple):
+    """What is scored, de-BPE'd and equal in length: the system's hypotheses, the
+    references, the sources (or None) and a baseline's hypotheses (or None)."""
+
+    hypotheses: List[str]
+    references: List[str]
+    sources: Optional[List[str]]
+    baseline: Optional[List[str]]
+
+
+def _baseline(args, references) -> Optional[List[str]]:
+    """``--baseline``'s hypotheses, read in the form the system's come in."""
+    if not args.baseline:
+        return None
+    if "BLEU" not in args.metrics:
+        raise InputError("--baseline compares BLEU: add BLEU to --metrics")
+    if not args.generate_output:
+        return read_lines(args.baseline, nonempty=True)
+    out = read_generate_output(read_lines(args.baseline, nonempty=True))
+    if out.references != references:
+        raise InputError(f"{args.baseline} and {args.generate_output} translate different "
+                         "sentences (their T lines differ)")
+    return out.hypotheses
+
+
+def load_inputs(args) -> Inputs:
+    """The inputs, checked before anything is scored; InputError naming what is wrong."""
     if args.generate_output:
         out = read_generate_output(read_lines(args.generate_output, nonempty=True))
         hyps, refs, srcs = out.hypotheses, out.references, out.sources
@@ -40,6 +68,9 @@ def load_inputs(args):
         named = {str(args.hyp): hyps, str(args.ref): refs}
         if srcs is not None:
             named[str(args.src)] = srcs
+    baseline = _baseline(args, refs)
+    if baseline is not None:
+        named[str(args.baseline)] = baseline
     counts = {name: len(lines) for name, lines in named.items()}
     if len(set(counts.values())) > 1:
         raise InputError("line counts differ: "
@@ -50,24 +81,30 @@ def load_inputs(args):
     if args.aligner and not (args.aligner / MANIFEST).is_file():
         raise InputError(f"{args.aligner}: not an aligner model (sparse-attn-align train --out)")
     def clean(lines):
-        return [remove_bpe(line, args.remove_bpe) for line in lines]
+        return None if lines is None else [remove_bpe(line, args.remove_bpe) for line in lines]
 
-    return clean(hyps), clean(refs), None if srcs is None else clean(srcs)
+    return Inputs(clean(hyps), clean(refs), clean(srcs), clean(baseline))
 
 
-def score(args, hyps, refs, srcs):
-    """{metric: {"score": float, ...}} and per-sentence columns."""
+def score(args, inputs: Inputs):
+    """{metric: {"score": float, ...}} and per-sentence columns; BLEU's entry holds the
+    paired bootstrap against the baseline where there is one."""
+    hyps, refs, srcs = inputs.hypotheses, inputs.references, inputs.sources
     meteor = Meteor(args.lang) if "METEOR" in args.metrics else None
+    bleu_options = {"tokenize": args.tokenize, "lowercase": args.lowercase}
     with meteor or nullcontext():
         result = scoring.score(
             hyps, refs, srcs, args.metrics, meteor=meteor,
-            bleu_options={"tokenize": args.tokenize, "lowercase": args.lowercase},
+            bleu_options=bleu_options,
             aligner=Aligner.load(args.aligner) if "DROP" in args.metrics else None,
             symmetrizations=[args.symmetrize])
     scores, per_sentence = {}, {}
     if result.bleu:
         scores["bleu"] = {"score": result.bleu.score, "signature": result.bleu.signature,
                           "details": result.bleu.details}
+        if inputs.baseline is not None:
+            scores["bleu"]["paired_bootstrap"] = paired_bootstrap(
+                hyps, inputs.baseline, refs, args.resamples, **bleu_options).record()
     if result.meteor:
         scores["meteor"] = {"score": result.meteor.corpus, "language": args.lang}
         per_sentence["meteor"] = result.meteor.sentences
@@ -95,6 +132,11 @@ def table(scores) -> str:
         else:
             detail = f"{entry['reference_tokens']} ref tokens"
         rows.append(f"{name.upper():<8} {entry['score']:>8.2f}  {detail}")
+        if "paired_bootstrap" in entry:
+            paired = entry["paired_bootstrap"]
+            rows.append(f"{'vs base':<8} {paired['difference']:>+8.2f}  [{paired['low']:+.2f}, "
+                        f"{paired['high']:+.2f}] 95% interval, p {paired['p']:.3f} (paired "
+                        f"bootstrap, {paired['resamples']} resamples)")
     return "\n".join(rows)
 
 
@@ -111,6 +153,13 @@ def build_parser():
     p.add_argument("--ref", type=Path, help="references, one per line")
     p.add_argument("--src", type=Path, help="sources, one per line (checked for line count)")
     p.add_argument("--generate-output", type=Path, help="fairseq-generate output (S/T/H lines)")
+    p.add_argument("--baseline", type=Path,
+                   help="another system's translations of the same sentences, in the form of "
+                        "the scored ones (lines like --hyp, or fairseq-generate output like "
+                        "--generate-output): prints BLEU's difference to it with a paired "
+                        "bootstrap 95%% interval and p-value (Koehn 2004)")
+    p.add_argument("--resamples", type=int, default=RESAMPLES,
+                   help=f"--baseline's bootstrap draws (default {RESAMPLES})")
     p.add_argument("--metrics", type=parse_metrics, default=["BLEU", "REP"],
                    help=f"comma-separated, any case, from {', '.join(METRICS)} "
                         "(default BLEU,REP)")
@@ -136,9 +185,11 @@ def run(argv=None) -> dict:
     files asked for; the scores (``{metric: {"score": float, ...}}``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.resamples < 1:
+        parser.fail(f"--resamples must be positive, not {args.resamples}")
     try:
-        hyps, refs, srcs = load_inputs(args)
-        scores, per_sentence = score(args, hyps, refs, srcs)
+        inputs = load_inputs(args)
+        scores, per_sentence = score(args, inputs)
     except (InputError, ValueError, RuntimeError) as err:
         parser.fail(err)
     print(table(scores))
@@ -153,7 +204,7 @@ def run(argv=None) -> dict:
             columns = list(per_sentence)
             lines = ["id\t" + "\t".join(columns)]
             lines += [f"{i}\t" + "\t".join(str(per_sentence[c][i]) for c in columns)
-                      for i in range(len(hyps))]
+                      for i in range(len(inputs.hypotheses))]
             write_text_atomic(args.per_sentence, "\n".join(lines) + "\n")
     except OSError as err:
         parser.fail(err)

@@ -7,11 +7,13 @@ improving or its time budget ends, then translates every test split with
 ``fairseq-generate`` (beam 5) and is scored (:mod:`.comparison.run`): BLEU on each test
 split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on the
 corpus), validation curve, exactly-zero attention shares and learned alphas per site,
-training and decoding speed as ratios to softmax in the same run. Writes ``README.md``,
-``comparison.json`` and the figures to ``--out`` (by default ``WORK_DIR/report``: a
-user's run never rewrites the committed ``results/``). Resumable row by row: run the same
-command again after an interruption and finished rows are not trained again, nor are
-the rows ``--out`` already holds (a committed comparison) with the same settings.
+training and decoding speed as ratios to softmax in the same run, and each row's BLEU
+difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`).
+Writes ``README.md``, ``comparison.json`` and the figures to ``--out`` (by default
+``WORK_DIR/report``: a user's run never rewrites the committed ``results/``).
+Resumable row by row: run the same command again after an interruption and finished
+rows are not trained again, nor are the rows ``--out`` already holds (a committed
+comparison) with the same settings.
 
     make demo                                        # the synthetic corpus, offline
     python -m data_prep.multi30k_de_en               # then:
@@ -31,6 +33,7 @@ from ..command_line import CommandParser, show_progress
 from ..files import write_json_atomic, write_text_atomic
 from .comparison.corpus import REMOVE_BPE, CorpusError, open_corpus, synthetic_corpus
 from .comparison.models import ARCHITECTURES, title
+from .comparison.paired import pair_with_softmax
 from .comparison.report import figures, render
 from .comparison.run import Schedule, run_row
 from .comparison.scorers import Scorers
@@ -167,6 +170,7 @@ def main(argv=None):
                         f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})")
     finally:
         scorers.close()
+    pair_with_softmax(rows, work / model, corpus.tests)
 
     given = sys.argv[1:] if argv is None else [str(a) for a in argv]
     command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])

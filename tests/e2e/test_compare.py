@@ -39,8 +39,14 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert len(rows[1]["alphas"]["decoder_cross"]) == 2 * 4  # layers x heads
     assert rows[2]["zero_fraction"]["encoder_self"] == 0  # csparsemax: cross-attention only
     assert rows[3]["zero_fraction"] == {}                 # a kernel smoother: no normaliser
+    for row in rows[1:]:  # paired with softmax's translations of the same sentences
+        paired = row["bleu_vs_softmax"]["test"]
+        assert paired["difference"] == pytest.approx(row["bleu"]["test"] - rows[0]["bleu"]["test"])
+        assert paired["low"] <= paired["difference"] <= paired["high"]
+    assert "bleu_vs_softmax" not in rows[0]
     table = (out / "README.md").read_text()
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
+    assert "| attention | BLEU test - softmax |" in table
     assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
     assert "12 (update cap reached" in table and "SMOKE" not in table
     assert "one training with one seed (1), trained 12 updates each" in table
@@ -184,6 +190,52 @@ def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
                    "hasn't improved for last 5 runs\n" + done)
     assert stop_reason(log) == "converged"
     assert validation_curve(log) == [(100, 5.5), (300, 4.25)]
+
+
+def test_each_row_is_paired_with_softmax_on_the_same_sentences(tmp_path):
+    from types import SimpleNamespace
+
+    from sparse_attn_plugin.evaluation import corpus_bleu
+    from sparse_attn_plugin.evaluation.significance import paired_bootstrap
+    from sparse_attn_plugin.experiments.comparison.paired import KEY, pair_with_softmax
+    from sparse_attn_plugin.experiments.comparison.report import paired_table
+
+    refs = [f"a man rides a bike number {i} ." for i in range(30)]
+    hyps = {"softmax": [r.replace("bike", "horse") if i % 2 else r for i, r in enumerate(refs)],
+            "sparsemax": [r.replace("man", "dog") if i % 3 else r for i, r in enumerate(refs)]}
+    for name, lines in hyps.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "generate-test.log").write_text("".join(
+            f"T-{i}\t{r}\nH-{i}\t-0.5\t{h}\n" for i, (r, h) in enumerate(zip(refs, lines))))
+
+    def rows():
+        return [{"attention": name, "bleu": {"test": corpus_bleu(hyps.get(name, refs),
+                                                                  refs).score}}
+                for name in ("softmax", "sparsemax", "hard")]
+
+    paired = rows()
+    pair_with_softmax(paired, tmp_path, {"test": "test_2016_flickr"})
+    expected = paired_bootstrap(hyps["sparsemax"], hyps["softmax"], refs).record()
+    assert paired[1][KEY] == {"test": expected}
+    assert KEY not in paired[0] and KEY not in paired[2]  # hard: no translations here
+    table = paired_table(paired, {r["attention"]: r["attention"] for r in paired},
+                         SimpleNamespace(tests={"test": "test_2016_flickr"}))
+    assert "| attention | BLEU test_2016_flickr - softmax |" in table
+    assert (f"| sparsemax | {expected['difference']:+.2f} [{expected['low']:+.2f}, "
+            f"{expected['high']:+.2f}], p {expected['p']:.3f} |") in table
+    assert "| hard | n/a (translations not kept) |" in table
+
+    # Without translations a recorded pairing is kept while it matches the rows' BLEU.
+    shutil.rmtree(tmp_path / "sparsemax")
+    recorded = rows()
+    recorded[1][KEY] = {"test": expected}
+    pair_with_softmax(recorded, tmp_path, {"test": "test_2016_flickr"})
+    assert recorded[1][KEY] == {"test": expected}
+    recorded[0]["bleu"]["test"] += 1  # softmax trained again since: the pairing is stale
+    pair_with_softmax(recorded, tmp_path, {"test": "test_2016_flickr"})
+    assert KEY not in recorded[1]
+    assert paired_table(recorded, {r["attention"]: r["attention"] for r in recorded},
+                        SimpleNamespace(tests={"test": "t"})) == ""
 
 
 def test_the_table_says_whether_a_stopped_row_was_still_learning():

@@ -10,6 +10,7 @@ import pytest
 from sparse_attn_plugin.evaluation import Meteor, corpus_bleu, scoring
 from sparse_attn_plugin.evaluation.cli import main, run
 from sparse_attn_plugin.evaluation.rep import corpus_rep
+from sparse_attn_plugin.evaluation.significance import paired_bootstrap
 from sparse_attn_plugin.evaluation.text import remove_bpe
 
 from helpers import BIN
@@ -82,6 +83,73 @@ def test_bad_input_is_one_line_and_writes_nothing(files, setup, message):
     assert proc.returncode == 1
     assert proc.stderr.strip() == "sparse-attn-score: error: " + message.format(d=files)
     assert not (files / "out.json").exists()
+
+
+def _lines(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_baseline_gives_the_paired_bootstrap_difference(files):
+    base = ["the cat sat on it .", "a dog", "very bad"]
+    _lines(files / "base", base)
+    proc = subprocess.run([BIN / "sparse-attn-score", "--hyp", files / "hyp", "--ref",
+                           files / "ref", "--baseline", files / "base", "--resamples", "200",
+                           "--json", files / "s.json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    paired = json.loads((files / "s.json").read_text())["bleu"]["paired_bootstrap"]
+    assert paired == paired_bootstrap(HYPS, base, REFS, resamples=200).record()
+    assert paired["difference"] == pytest.approx(
+        corpus_bleu(HYPS, REFS).score - corpus_bleu(base, REFS).score)
+    line = next(row for row in proc.stdout.splitlines() if row.startswith("vs base"))
+    assert f"{paired['difference']:+.2f}" in line and "200 resamples" in line
+
+
+def _generate_output(path, ids_and_lines):
+    return _lines(path, [f"{kind}-{i}\t{'-0.1' + chr(9) if kind == 'H' else ''}{text}"
+                         for i, ref, hyp in ids_and_lines
+                         for kind, text in (("S", "src"), ("T", ref), ("H", hyp))])
+
+
+def test_baseline_of_generate_output_is_generate_output(tmp_path):
+    system = _generate_output(tmp_path / "sys.out", [(0, "a b@@ c d", "a b@@ c d"),
+                                                       (1, "e f g h", "e f g x")])
+    base = _generate_output(tmp_path / "base.out", [(1, "e f g h", "e x g x"),
+                                                      (0, "a b@@ c d", "a bc d")])
+    scores = run(["--generate-output", str(system), "--baseline", str(base), "--remove-bpe",
+                  "--metrics", "bleu", "--resamples", "50"])
+    expected = paired_bootstrap(["a bc d", "e f g x"], ["a bc d", "e x g x"],
+                                ["a bc d", "e f g h"], resamples=50)
+    assert scores["bleu"]["paired_bootstrap"] == expected.record()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--baseline", "{d}/short"], "line counts differ: {d}/hyp has 3, {d}/ref has 3, "
+                                  "{d}/short has 2"),
+    (["--baseline", "{d}/hyp", "--metrics", "rep"], "--baseline compares BLEU: add BLEU to "
+                                                    "--metrics"),
+    (["--baseline", "{d}/hyp", "--resamples", "0"], "--resamples must be positive, not 0"),
+    (["--baseline", "{d}/missing"], "{d}/missing: no such file"),
+])
+def test_bad_baseline_is_one_line_and_writes_nothing(files, extra, message):
+    _lines(files / "short", ["a", "b"])
+    proc = subprocess.run([BIN / "sparse-attn-score", "--hyp", files / "hyp", "--ref",
+                           files / "ref", "--json", files / "out.json",
+                           *(arg.format(d=files) for arg in extra)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "sparse-attn-score: error: " + message.format(d=files)
+    assert not (files / "out.json").exists()
+
+
+def test_generate_outputs_of_other_sentences_are_refused(tmp_path):
+    system = _generate_output(tmp_path / "sys.out", [(0, "a b c", "a b c")])
+    base = _generate_output(tmp_path / "base.out", [(0, "x y z", "a b c")])
+    proc = subprocess.run([BIN / "sparse-attn-score", "--generate-output", system,
+                           "--baseline", base], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"sparse-attn-score: error: {base} and {system} translate "
+                                   "different sentences (their T lines differ)")
 
 
 def test_unknown_metric_is_an_argument_error(files, capsys):

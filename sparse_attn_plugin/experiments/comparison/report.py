@@ -9,6 +9,7 @@ from ...results_io import markdown_table
 from ...sites import SITES
 from ..provenance import describe_machine, git_commit, provenance_header
 from .corpus import Corpus
+from .paired import KEY as PAIRED
 from .published import published_rows
 
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
@@ -94,6 +95,32 @@ def table(rows: Sequence[dict], titles: dict, corpus: Corpus, here: str) -> str:
           _ratio(r, base, "generate_sentences_per_second", here)] for r in rows])
 
 
+def paired_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
+    """Each row's BLEU minus softmax's on every test split, with the paired bootstrap's
+    95% interval and p-value; empty where no row has one."""
+    others = [r for r in rows if r["attention"] != "softmax"]
+    if not any(PAIRED in r for r in others):
+        return ""
+    first = next(r[PAIRED] for r in others if PAIRED in r)
+    resamples = next(iter(first.values()))["resamples"]
+
+    def cell(paired):
+        return (f"{paired['difference']:+.2f} [{paired['low']:+.2f}, {paired['high']:+.2f}], "
+                f"p {paired['p']:.3f}")
+
+    return (
+        "\nBLEU minus softmax's on the same sentences: the difference, its 95% interval and "
+        f"two-sided p-value by paired bootstrap resampling of the test sentences ({resamples} "
+        "draws; Koehn 2004). It says how much a difference depends on which sentences the "
+        "test set holds, not how it varies from seed to seed; an interval that holds 0 "
+        "leaves the two rows unresolved on that split.\n\n"
+        + markdown_table(
+            ["attention", *(f"BLEU {corpus.tests[t]} - softmax" for t in corpus.tests)],
+            [[titles[r["attention"]],
+              *(cell(r[PAIRED][t]) if PAIRED in r else "n/a (translations not kept)"
+                for t in corpus.tests)] for r in others]) + "\n")
+
+
 def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, command: str,
            images: Sequence[str], smoke: bool) -> str:
     signature = rows[0]["bleu_signature"] if rows else ""
@@ -122,6 +149,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "`entmax_alpha`'s alpha per head, over the layers and heads of each site.\n\n"
         + _reading(rows, corpus) + "\n\n"
         + table(rows, titles, corpus, here) + "\n"
+        + paired_table(rows, titles, corpus)
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")
         + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
