@@ -19,6 +19,7 @@ class BleuResult:
     score: float
     signature: str
     details: str  # precisions, brevity penalty and lengths, as sacrebleu prints them
+    length_ratio: float  # hypothesis tokens / reference tokens (brevity penalty below 1)
 
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -63,4 +64,5 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: 
     metric = bleu_metric(tokenize, lowercase)
     result = metric.corpus_score(hypotheses, [references])
     signature = str(metric.get_signature()) + ("|compounds:split" if split_compounds else "")
-    return BleuResult(result.score, signature, str(result))
+    return BleuResult(result.score, signature, str(result),
+                      result.sys_len / result.ref_len if result.ref_len else 0.0)

@@ -28,6 +28,7 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
                                               "kernel_rbf"]
     for row in rows:
         assert set(row["bleu"]) == {"test"} and 0 <= row["bleu"]["test"] <= 100
+        assert set(row["length_ratio"]) == {"test"} and row["length_ratio"]["test"] > 0
         assert "tok:none" in row["bleu_signature"]
         assert 0 <= row["meteor"] <= 100 and row["rep"] >= 0 and 0 <= row["drop"] <= 100
         assert row["updates"] == 12 and row["stopped"] == "cap"
@@ -47,6 +48,7 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     table = (out / "README.md").read_text()
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
     assert "| attention | BLEU test - softmax |" in table
+    assert f"| {rows[0]['length_ratio']['test']:.3f} | {rows[0]['valid_loss']:.3f} |" in table
     assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
     assert "12 (update cap reached" in table and "SMOKE" not in table
     assert "one training with one seed (1), trained 12 updates each" in table
@@ -92,8 +94,9 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
             if record == "spec.json":
                 data = {**data, **{k: [f for f in data[k] if f != "--cpu"]
                                    for k in ("train", "generate")}}
-            elif name == "entmax_alpha":
+            elif name == "entmax_alpha":  # scored there, by a version without length ratios
                 data.update(meteor=None, machine="an H100", commit="0123456789ab")
+                data.pop("length_ratio", None)
             (row_dir / record).write_text(json.dumps(data))
     for checkpoint in (work / "tiny" / "entmax_alpha").glob("*.pt"):
         checkpoint.unlink()
@@ -103,6 +106,7 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert "finished before, reused" in capsys.readouterr().out.split("[compare] 2/2")[1]
     filled = json.loads((moved / "comparison.json").read_text())["rows"]
     assert filled[1]["meteor"] == pytest.approx(rows[1]["meteor"])
+    assert filled[1]["length_ratio"] == rows[1]["length_ratio"]
     table = (moved / "README.md").read_text()
     assert "- rows entmax_alpha trained and translated on: an H100" in table
     assert "- rows entmax_alpha trained at commit `0123456789ab`" in table

@@ -62,6 +62,12 @@ def test_tokenised_text_scored_as_such_draws_no_detokenize_warning(caplog):
     assert "forgot to detokenize" in caplog.text  # where the warning means something
 
 
+def test_bleu_gives_the_length_ratio_its_brevity_penalty_reads():
+    result = corpus_bleu(["a b c", "d"], ["a b c d e", "d e f"])
+    assert result.length_ratio == pytest.approx(4 / 8)
+    assert "ratio = 0.500" in result.details
+
+
 def test_bleu_rejects_mismatched_counts():
     with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
         corpus_bleu(["a", "b"], ["a"])

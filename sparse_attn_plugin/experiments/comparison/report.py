@@ -84,11 +84,13 @@ def table(rows: Sequence[dict], titles: dict, corpus: Corpus, here: str) -> str:
     tests = list(corpus.tests)
     return markdown_table(
         ["attention", *(f"BLEU {corpus.tests[t]}" for t in tests), "METEOR", "REP", "DROP",
-         "best valid loss", "updates (why training stopped)",
+         "hyp/ref length", "best valid loss", "updates (why training stopped)",
          "zero weights enc-self / dec-self / cross", "learned alpha: mean [min, max]",
          "train words/s ÷ softmax", "generate sent/s ÷ softmax"],
         [[titles[r["attention"]], *(f"{r['bleu'][t]:.2f}" for t in tests), _number(r["meteor"]),
-          f"{r['rep']:.2f}", f"{r['drop']:.2f}", _number(r["valid_loss"], 3),
+          f"{r['rep']:.2f}", f"{r['drop']:.2f}",
+          _number(r.get("length_ratio", {}).get(corpus.first_test), 3),
+          _number(r["valid_loss"], 3),
           stopped_cell(r), _zero_cell(r["zero_fraction"]),
           _alpha_cell(r["alphas"]),
           _ratio(r, base, "train_words_per_second", here),
@@ -141,8 +143,10 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "tokens, lower is better) and DROP (the share of aligned source words the "
         f"translation leaves unaligned: fast_align trained on the training pairs, "
         f"`{DROP_SYMMETRIZATION}` alignments, lower is better) are on the first "
-        "test split; zero weights are the share of exactly-zero attention weights among "
-        "unmasked keys, teacher-forced on that split; speed columns are ratios to softmax "
+        "test split, and so is hyp/ref length (the translation's tokens over the "
+        "reference's: below 1, BLEU's brevity penalty lowers the score); zero weights are "
+        "the share of exactly-zero attention weights among unmasked keys, teacher-forced "
+        "on that split; speed columns are ratios to softmax "
         "measured on one machine (fairseq's median training words/s, and generation "
         "sentences/s; rows trained while the machine ran other work, or resumed, make them "
         "noisy: `results/bench/training.md` measures them alone); learned alpha is "

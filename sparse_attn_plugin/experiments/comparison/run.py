@@ -10,9 +10,10 @@ so a folder trained on a GPU is reused on a CPU and the other way round); ``trai
 marks the training finished and names the machine, so a trained model is not trained
 again; ``row.json`` holds the finished row, so a finished row is only read (a row scored
 where Java was missing gets its METEOR from its saved translations when a later run has
-it). An interrupted training resumes from its ``checkpoint_last.pt``; so does a row that
-stopped at the update cap or its time budget when either is raised (a converged row stays
-as it is).
+it, and a row scored before the length ratios were recorded gets them so). An
+interrupted training resumes from its ``checkpoint_last.pt``; so does a row that stopped
+at the update cap or its time budget when either is raised (a converged row stays as it
+is).
 
 Every row's record carries its ``spec``, so a comparison already written to ``--out`` (a
 committed ``comparison.json``) seeds the rows whose work folder holds no training of
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from ...evaluation import read_generate_output, scoring
+from ...evaluation import corpus_bleu, read_generate_output, scoring
 from ...files import read_lines, write_json_atomic
 from ...sites import SITES
 from .. import pipeline
@@ -100,12 +101,9 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
             (folder / done).unlink(missing_ok=True)  # checkpoint
         write_json_atomic(folder / "spec.json", spec)
     done = _read(folder / "row.json")
-    translations = folder / f"generate-{corpus.first_test}.log"
     if done:
         logger.info(f"    {name}: finished before, reused")
-        if done["meteor"] is None and scorers.meteor and translations.exists():
-            out = read_generate_output(read_lines(translations))
-            done["meteor"] = scorers.meteor.score(out.hypotheses, out.references).corpus
+        if _fill_in(done, folder, corpus, scorers):
             write_json_atomic(folder / "row.json", done)
         return {**done, "spec": _read(folder / "spec.json")}
     trained = _read(folder / "trained.json")
@@ -124,6 +122,26 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     row["valid_loss"] = min((loss for _, loss in curve), default=None)
     write_json_atomic(folder / "row.json", row)
     return {**row, "spec": spec}
+
+
+def _fill_in(row: dict, folder: Path, corpus: Corpus, scorers) -> bool:
+    """Whether a finished ``row`` gained, from its saved translations, what it was scored
+    without: METEOR where Java was missing, the length ratios where an older version
+    scored it."""
+    logs = {split: folder / f"generate-{split}.log" for split in corpus.tests}
+    if not all(log.exists() for log in logs.values()):
+        return False
+    outputs = {split: read_generate_output(read_lines(log)) for split, log in logs.items()}
+    filled = False
+    if row["meteor"] is None and scorers.meteor:
+        first = outputs[corpus.first_test]
+        row["meteor"] = scorers.meteor.score(first.hypotheses, first.references).corpus
+        filled = True
+    if "length_ratio" not in row:
+        row["length_ratio"] = {split: corpus_bleu(out.hypotheses, out.references).length_ratio
+                               for split, out in outputs.items()}
+        filled = True
+    return filled
 
 
 #: What ``trained.json`` holds: how the training went.
@@ -208,6 +226,7 @@ def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> d
     stats = site_statistics(checkpoint, corpus.data)
     return {
         "bleu": {split: result.score for split, result in bleu.items()},
+        "length_ratio": {split: result.length_ratio for split, result in bleu.items()},
         "bleu_signature": bleu[corpus.first_test].signature,
         "meteor": scores.meteor.corpus if scores.meteor else None,
         "rep": scores.rep.score,
