@@ -52,9 +52,6 @@ class PairedBleu:
         return {"difference": self.difference, "low": self.low, "high": self.high,
                 "p": self.p_value, "resamples": self.resamples}
 
-    def __str__(self) -> str:
-        return f"{self.difference:+.2f} [{self.low:+.2f}, {self.high:+.2f}], p {self.p_value:.3f}"
-
 
 def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str],
                         tokenize: str = "none", lowercase: bool = False,
