@@ -48,6 +48,7 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     table = (out / "README.md").read_text()
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
     assert "| attention | BLEU test - softmax |" in table
+    assert "The paired bootstrap under the table says which gaps" in table
     assert f"| {rows[0]['length_ratio']['test']:.3f} | {rows[0]['valid_loss']:.3f} |" in table
     assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
     assert "12 (update cap reached" in table and "SMOKE" not in table

@@ -170,7 +170,10 @@ def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
             + (f"; {still} of {len(rows)} rows were still improving when they stopped, so "
                "the table compares them at a budget, not at convergence" if still else "")
             + ". No row was repeated with other seeds, so the table cannot say how large "
-            "seed-to-seed differences are: read a gap of about 1 BLEU or less as unresolved.")
+            "seed-to-seed differences are: read a gap of about 1 BLEU or less as unresolved."
+            + (" The paired bootstrap under the table says which gaps are larger than the "
+               "choice of test sentences could make." if any(PAIRED in r for r in rows)
+               else ""))
     text += _gap_trends(rows, still_improving=bool(still))
     if corpus.title == "the synthetic corpus":
         text += (" The synthetic corpus is a made-up language pair (a fixed lexicon, "
