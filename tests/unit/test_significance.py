@@ -98,6 +98,26 @@ def test_close_systems_are_not_significant():
     assert result.low < 0 < result.high and result.p_value > 0.05
 
 
+@pytest.mark.parametrize("keep_system, keep_baseline, significant", [
+    (0.85, 0.6, True), (0.7, 0.7, False)])
+def test_it_agrees_with_sacrebleus_own_paired_bootstrap(keep_system, keep_baseline,
+                                                        significant):
+    """sacreBLEU's ``--paired-bs`` (its p-value centres the drawn differences instead of
+    counting sign changes) makes the same call at the 5% level."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    refs = references()
+    system, baseline = noisy(refs, keep_system, seed=2), noisy(refs, keep_baseline, seed=3)
+    test = PairedTest([("baseline", baseline), ("system", system)],
+                      {"BLEU": BLEU(tokenize="none", force=True)}, [refs], test_type="bs",
+                      n_samples=1000)
+    theirs = test()[1]["BLEU"][1]
+    ours = paired_bootstrap(system, baseline, refs)
+    assert ours.difference == pytest.approx(theirs.score - corpus_bleu(baseline, refs).score)
+    assert (ours.p_value < 0.05) == (theirs.p_value < 0.05) == significant
+
+
 def test_the_seed_fixes_the_draws():
     refs = references()
     a, b = noisy(refs, 0.75, seed=2), noisy(refs, 0.7, seed=3)
