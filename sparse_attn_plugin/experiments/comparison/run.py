@@ -128,6 +128,8 @@ def _fill_in(row: dict, folder: Path, corpus: Corpus, scorers) -> bool:
     """Whether a finished ``row`` gained, from its saved translations, what it was scored
     without: METEOR where Java was missing, the length ratios where an older version
     scored it."""
+    if row["meteor"] is not None and "length_ratio" in row:
+        return False
     logs = {split: folder / f"generate-{split}.log" for split in corpus.tests}
     if not all(log.exists() for log in logs.values()):
         return False
