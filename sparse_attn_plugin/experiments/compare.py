@@ -9,7 +9,8 @@ split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on th
 corpus), validation curve, exactly-zero attention shares and learned alphas per site,
 training and decoding speed as ratios to softmax in the same run, and each row's BLEU
 difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`).
-Writes ``README.md``, ``comparison.json`` and the figures to ``--out`` (by default
+Writes ``README.md``, ``comparison.json``, the figures and every row's translations
+(:mod:`.comparison.translations`) to ``--out`` (by default
 ``WORK_DIR/report``: a user's run never rewrites the committed ``results/``).
 Resumable row by row: run the same command again after an interruption and finished
 rows are not trained again, nor are the rows ``--out`` already holds (a committed
@@ -37,6 +38,7 @@ from .comparison.paired import pair_with_softmax
 from .comparison.report import figures, render
 from .comparison.run import Schedule, run_row
 from .comparison.scorers import Scorers
+from .comparison.translations import keep
 
 # Named by __spec__: under `python -m` this module is __main__, outside the progress loggers.
 logger = logging.getLogger(__spec__.name)
@@ -170,7 +172,11 @@ def main(argv=None):
                         f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})")
     finally:
         scorers.close()
-    pair_with_softmax(rows, work / model, corpus.tests)
+    translated = keep(names, work / model, out, corpus.tests)
+    try:
+        pair_with_softmax(rows, work / model, out, corpus.tests)
+    except ValueError as err:
+        parser.fail(err)
 
     given = sys.argv[1:] if argv is None else [str(a) for a in argv]
     command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])
@@ -183,7 +189,7 @@ def main(argv=None):
                    else "after every epoch") + f"; seed {args.seed}; beam 5")
     drawn = figures(rows, titles, work / model, corpus, out)
     report = render(rows, titles, corpus, settings, command, [p.name for p in drawn],
-                    args.smoke)
+                    translated, args.smoke)
     write_json_atomic(out / "comparison.json", {
         "corpus": corpus.title, "tests": corpus.tests, "rows": rows, "settings": settings,
         "command": command, "smoke": args.smoke})

@@ -45,7 +45,11 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
         assert paired["difference"] == pytest.approx(row["bleu"]["test"] - rows[0]["bleu"]["test"])
         assert paired["low"] <= paired["difference"] <= paired["high"]
     assert "bleu_vs_softmax" not in rows[0]
+    for row in rows:  # the report keeps each row's translations, one line a sentence
+        kept = (out / "translations" / row["attention"] / "test.txt").read_text()
+        assert kept.count("\n") == 30 and "@@" not in kept
     table = (out / "README.md").read_text()
+    assert "Each row's translations of every test split are in `translations/ROW/TEST.txt`" in table
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
     assert "| attention | BLEU test - softmax |" in table
     assert "The paired bootstrap under the table says which gaps" in table
@@ -78,6 +82,8 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert capsys.readouterr().out.count("finished before, reused") == 2
     assert not list((work / "tiny").rglob("*.pt"))
     assert json.loads((committed / "comparison.json").read_text())["rows"] == again
+    assert sorted(p.name for p in (committed / "translations").iterdir()) == [
+        "kernel_rbf", "softmax"]  # the rows no longer compared are gone
     compare.main([*TINY, "--seed", "3", "--rows", "softmax", "--out", str(committed),
                   "--work-dir", str(work)])
     assert "finished before, reused" not in capsys.readouterr().out
@@ -204,14 +210,17 @@ def test_each_row_is_paired_with_softmax_on_the_same_sentences(tmp_path):
     from sparse_attn_plugin.evaluation.significance import paired_bootstrap
     from sparse_attn_plugin.experiments.comparison.paired import KEY, pair_with_softmax
     from sparse_attn_plugin.experiments.comparison.report import paired_table
+    from sparse_attn_plugin.experiments.comparison.translations import keep
 
+    work, out, tests = tmp_path / "work", tmp_path / "out", {"test": "test_2016_flickr"}
     refs = [f"a man rides a bike number {i} ." for i in range(30)]
     hyps = {"softmax": [r.replace("bike", "horse") if i % 2 else r for i, r in enumerate(refs)],
             "sparsemax": [r.replace("man", "dog") if i % 3 else r for i, r in enumerate(refs)]}
+    hyps["sparsemax"][4] = ""  # an empty translation keeps its line
     for name, lines in hyps.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "generate-test.log").write_text("".join(
-            f"T-{i}\t{r}\nH-{i}\t-0.5\t{h}\n" for i, (r, h) in enumerate(zip(refs, lines))))
+        (work / name).mkdir(parents=True)
+        (work / name / "generate-test.log").write_text("".join(  # fairseq's order: by length
+            f"T-{i}\t{refs[i]}\nH-{i}\t-0.5\t{lines[i]}\n" for i in reversed(range(30))))
 
     def rows():
         return [{"attention": name, "bleu": {"test": corpus_bleu(hyps.get(name, refs),
@@ -219,28 +228,52 @@ def test_each_row_is_paired_with_softmax_on_the_same_sentences(tmp_path):
                 for name in ("softmax", "sparsemax", "hard")]
 
     paired = rows()
-    pair_with_softmax(paired, tmp_path, {"test": "test_2016_flickr"})
+    pair_with_softmax(paired, work, out, tests)
     expected = paired_bootstrap(hyps["sparsemax"], hyps["softmax"], refs).record()
     assert paired[1][KEY] == {"test": expected}
     assert KEY not in paired[0] and KEY not in paired[2]  # hard: no translations here
     table = paired_table(paired, {r["attention"]: r["attention"] for r in paired},
-                         SimpleNamespace(tests={"test": "test_2016_flickr"}))
+                         SimpleNamespace(tests=tests))
     assert "| attention | BLEU test_2016_flickr - softmax |" in table
     assert (f"| sparsemax | {expected['difference']:+.2f} [{expected['low']:+.2f}, "
             f"{expected['high']:+.2f}], p {expected['p']:.3f} |") in table
     assert "| hard | n/a (translations not kept) |" in table
 
+    # The report keeps the translations in test order; a row no longer compared goes.
+    (out / "translations" / "topk").mkdir(parents=True)
+    assert keep(["softmax", "sparsemax", "hard"], work, out, tests) == ["softmax", "sparsemax"]
+    for name, lines in hyps.items():
+        assert (out / "translations" / name / "test_2016_flickr.txt").read_text() == (
+            "".join(line + "\n" for line in lines))
+    assert sorted(p.name for p in (out / "translations").iterdir()) == ["softmax", "sparsemax"]
+
+    # Its work folder gone (a committed row on a fresh clone), a row is paired from the
+    # translations the report kept, the references read from another row's log.
+    shutil.rmtree(work / "sparsemax")
+    again = rows()
+    pair_with_softmax(again, work, out, tests)
+    assert again[1][KEY] == {"test": expected}
+    (out / "translations" / "sparsemax" / "test_2016_flickr.txt").write_text("one line\n")
+    with pytest.raises(ValueError, match="sparsemax has 1 translations, softmax 30, for 30"):
+        pair_with_softmax(rows(), work, out, tests)
+
     # Without translations a recorded pairing is kept while it matches the rows' BLEU.
-    shutil.rmtree(tmp_path / "sparsemax")
+    shutil.rmtree(out / "translations" / "sparsemax")
     recorded = rows()
     recorded[1][KEY] = {"test": expected}
-    pair_with_softmax(recorded, tmp_path, {"test": "test_2016_flickr"})
+    pair_with_softmax(recorded, work, out, tests)
     assert recorded[1][KEY] == {"test": expected}
     recorded[0]["bleu"]["test"] += 1  # softmax trained again since: the pairing is stale
-    pair_with_softmax(recorded, tmp_path, {"test": "test_2016_flickr"})
+    pair_with_softmax(recorded, work, out, tests)
     assert KEY not in recorded[1]
     assert paired_table(recorded, {r["attention"]: r["attention"] for r in recorded},
                         SimpleNamespace(tests={"test": "t"})) == ""
+
+    # Two rows that translated different sentences are not paired.
+    (work / "hard").mkdir()
+    (work / "hard" / "generate-test.log").write_text("T-0\tanother sentence\nH-0\t-1\tx\n")
+    with pytest.raises(ValueError, match="translate different sentences"):
+        pair_with_softmax(rows(), work, out, tests)
 
 
 def test_the_table_says_whether_a_stopped_row_was_still_learning():

@@ -11,6 +11,7 @@ from ..provenance import describe_machine, git_commit, provenance_header
 from .corpus import Corpus
 from .paired import KEY as PAIRED
 from .published import published_rows
+from .translations import FOLDER
 
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
 STOPPED = {"converged": "converged", "time budget": "time budget ended",
@@ -124,7 +125,10 @@ def paired_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
 
 
 def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, command: str,
-           images: Sequence[str], smoke: bool) -> str:
+           images: Sequence[str], translated: Sequence[str], smoke: bool) -> str:
+    """The report: provenance, settings, how to read it, the table, the paired table,
+    where the translations of the rows of ``translated`` are, the published figures and
+    the ``images``."""
     signature = rows[0]["bleu_signature"] if rows else ""
     here = describe_machine()
     heading = f"# Every kind of attention on {corpus.title}"
@@ -154,9 +158,21 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         + _reading(rows, corpus) + "\n\n"
         + table(rows, titles, corpus, here) + "\n"
         + paired_table(rows, titles, corpus)
+        + _translations(rows, translated, corpus)
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")
         + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
+
+
+def _translations(rows: Sequence[dict], translated: Sequence[str], corpus: Corpus) -> str:
+    if not translated:
+        return ""
+    missing = [row["attention"] for row in rows if row["attention"] not in translated]
+    return (f"\nEach row's translations of every test split are in `{FOLDER}/ROW/TEST.txt` "
+            f"(e.g. `{FOLDER}/{translated[0]}/{corpus.tests[corpus.first_test]}.txt`): one "
+            "line a sentence, subwords merged, the text BLEU scored"
+            + (f"; none for {', '.join(missing)} (recorded before comparisons kept "
+               "translations)" if missing else "") + ".\n")
 
 
 def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
