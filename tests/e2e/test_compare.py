@@ -342,6 +342,8 @@ def test_the_convergence_script_gives_its_usage_and_refuses_bad_input(tmp_path):
 
     usage = run(script, "--help")
     assert usage.returncode == 0 and "real_data_convergence.sh [MODEL [ROWS]]" in usage.stdout
+    assert usage.stdout.rstrip().endswith("# ROWS default: softmax,sparsemax,hard,csparsemax,"
+                                          "entmax_alpha,entmax15")  # the whole comment
     unknown = run(script, "big")
     assert unknown.returncode == 1 and unknown.stdout == ""
     assert unknown.stderr == ("scripts/real_data_convergence.sh: error: unknown MODEL 'big' "
