@@ -241,6 +241,7 @@ def test_each_row_is_paired_with_softmax_on_the_same_sentences(tmp_path):
 
     # The report keeps the translations in test order; a row no longer compared goes.
     (out / "translations" / "topk").mkdir(parents=True)
+    (out / "translations" / "notes.txt").write_text("a file that is no row's\n")
     assert keep(["softmax", "sparsemax", "hard"], work, out, tests) == ["softmax", "sparsemax"]
     for name, lines in hyps.items():
         assert (out / "translations" / name / "test_2016_flickr.txt").read_text() == (

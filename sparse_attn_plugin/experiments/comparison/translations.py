@@ -34,8 +34,12 @@ def keep(names: Sequence[str], work: Path, out: Path, tests: Dict[str, str]) -> 
     translations ``out`` holds for every test split."""
     folder = Path(out) / FOLDER
     for stale in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if stale.name not in names:
+        if stale.name in names:
+            continue
+        if stale.is_dir():
             shutil.rmtree(stale)
+        else:
+            stale.unlink()
     for name in names:
         for split, test in tests.items():
             log = generate_log(work, name, split)
