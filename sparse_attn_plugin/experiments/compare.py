@@ -172,11 +172,11 @@ def main(argv=None):
                         f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})")
     finally:
         scorers.close()
-    translated = keep(names, work / model, out, corpus.tests)
     try:
         pair_with_softmax(rows, work / model, out, corpus.tests)
-    except ValueError as err:
+    except ValueError as err:  # before anything is written to --out
         parser.fail(err)
+    translated = keep(names, work / model, out, corpus.tests)
 
     given = sys.argv[1:] if argv is None else [str(a) for a in argv]
     command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])

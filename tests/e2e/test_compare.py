@@ -62,6 +62,26 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
         assert (out / image).read_bytes().startswith(b"\x89PNG")
         assert f"![{image}]({image})" in table
 
+    # A row reused without its logs whose kept translations no longer fit the test set
+    # (edited by hand): one line, exit status 1, and the report is left as it was.
+    log = work / "tiny" / "kernel_rbf" / "generate-test.log"
+    log.rename(tmp_path / "kernel_rbf.log")
+    edited = out / "translations" / "kernel_rbf" / "test.txt"
+    kept = edited.read_text()
+    edited.write_text("one line\n")
+    written = {path: path.read_bytes() for path in out.glob("*.*")}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        compare.main([*TINY, "--rows", "softmax,kernel_rbf", "--out", str(out),
+                      "--work-dir", str(work)])
+    assert stop.value.code == 1
+    assert capsys.readouterr().err == ("sparse-attn-compare: error: test: kernel_rbf has 1 "
+                                       "translations, softmax 30, for 30 references\n")
+    assert {path: path.read_bytes() for path in out.glob("*.*")} == written
+    assert edited.read_text() == "one line\n"
+    edited.write_text(kept)
+    (tmp_path / "kernel_rbf.log").rename(log)
+
     # The same command again: every row finished, none trained again.
     capsys.readouterr()
     compare.main([*TINY, "--rows", "softmax,kernel_rbf", "--out", str(tmp_path / "again"),
