@@ -19,11 +19,17 @@ def pair_with_softmax(rows: Sequence[dict], work: Path, out: Path,
     ``work`` gives the references; else the row's recorded one, while it still matches the
     two rows' BLEU (a row trained again since makes it stale); else none."""
     base = next((row for row in rows if row["attention"] == "softmax"), None)
+    if base is None:
+        return
     names = [row["attention"] for row in rows]
+    # Read once: every row is paired against the same references and softmax output.
+    refs = {split: translations.references(split, work, names) for split in tests}
+    baseline = {split: translations.hypotheses("softmax", split, work, out, tests)
+                for split in tests}
     for row in rows:
-        if base is None or row is base:
+        if row is base:
             continue
-        paired = (_from_translations(row["attention"], names, work, out, tests)
+        paired = (_from_translations(row["attention"], refs, baseline, work, out, tests)
                   or _recorded(row, base))
         if paired:
             row[KEY] = paired
@@ -31,19 +37,17 @@ def pair_with_softmax(rows: Sequence[dict], work: Path, out: Path,
             row.pop(KEY, None)
 
 
-def _from_translations(name: str, names: Sequence[str], work: Path, out: Path,
+def _from_translations(name: str, refs: Dict, baseline: Dict, work: Path, out: Path,
                        tests: Dict[str, str]) -> Optional[Dict]:
     paired = {}
     for split in tests:
-        system, baseline = (translations.hypotheses(row, split, work, out, tests)
-                            for row in (name, "softmax"))
-        refs = translations.references(split, work, names)
-        if system is None or baseline is None or refs is None:
+        system = translations.hypotheses(name, split, work, out, tests)
+        if system is None or baseline[split] is None or refs[split] is None:
             return None
-        if not len(system) == len(baseline) == len(refs):
+        if not len(system) == len(baseline[split]) == len(refs[split]):
             raise ValueError(f"{split}: {name} has {len(system)} translations, softmax "
-                             f"{len(baseline)}, for {len(refs)} references")
-        paired[split] = paired_bootstrap(system, baseline, refs).record()
+                             f"{len(baseline[split])}, for {len(refs[split])} references")
+        paired[split] = paired_bootstrap(system, baseline[split], refs[split]).record()
     return paired
 
 
