@@ -3,9 +3,13 @@ subword-nmt (Sennrich et al. 2016; ``@@ `` marks a split, undone by fairseq-gene
 ``--remove-bpe``), a sentencepiece BPE model (``--remove-bpe sentencepiece``), or
 ``none`` (words, as some published corpora are used)."""
 
+import contextlib
+import functools
 import tempfile
 from pathlib import Path
-from typing import Callable, List, Sequence
+from typing import Callable, Iterator, List, Sequence
+
+from tqdm import tqdm
 
 from .line_map import map_lines
 
@@ -28,11 +32,11 @@ def learn(scheme: str, texts: Sequence[Sequence[str]], size: int, out: Path) -> 
             for lines in texts:
                 f.writelines(line + "\n" for line in lines)
         if scheme == "subword_nmt":
-            from subword_nmt.learn_bpe import learn_bpe
+            from subword_nmt import learn_bpe
 
             with open(joined, encoding="utf-8") as infile, \
-                    open(out, "w", encoding="utf-8") as outfile:
-                learn_bpe(infile, outfile, size)
+                    open(out, "w", encoding="utf-8") as outfile, _quiet_bar(learn_bpe):
+                learn_bpe.learn_bpe(infile, outfile, size)
         else:
             import sentencepiece as spm
 
@@ -41,6 +45,20 @@ def learn(scheme: str, texts: Sequence[Sequence[str]], size: int, out: Path) -> 
                 model_type="bpe", character_coverage=1.0, input_sentence_size=2_000_000,
                 shuffle_input_sentence=True, minloglevel=2)
             Path(out).write_bytes((Path(tmp) / "spm.model").read_bytes())
+
+
+@contextlib.contextmanager
+def _quiet_bar(module) -> Iterator[None]:
+    """Give ``module``'s progress bar :func:`map_lines`'s manners while inside: shown only
+    on a terminal, redrawn at most every 5 seconds (subword-nmt's own bar redraws ten times
+    a second, and into a log file each redraw is a few hundred characters)."""
+    own = module.tqdm
+    module.tqdm = functools.partial(tqdm, disable=None, mininterval=5, desc="learn BPE",
+                                    unit="merge")
+    try:
+        yield
+    finally:
+        module.tqdm = own
 
 
 def segmenter(scheme: str, model: Path) -> Callable[[str], str]:

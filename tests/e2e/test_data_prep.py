@@ -20,6 +20,7 @@ from data_prep import (
     multi30k_de_en,
     recipe,
     steps,
+    subwords,
     text,
     wmt14_en_de,
     wmt16_ro_en,
@@ -60,6 +61,18 @@ def test_read_lines_drops_a_byte_order_mark_and_needs_no_final_newline(tmp_path)
     # only newlines end a line: U+2028, U+0085 and form feeds are inside sentences
     path.write_bytes("a\u2028b\x85c\x0cd\r\n\ne".encode("utf-8"))
     assert files.read_lines(path) == ["a\u2028b\x85c\x0cd", "", "e"]
+
+
+def test_learning_bpe_draws_no_progress_bar_into_a_log(tmp_path, capfd):
+    from subword_nmt import learn_bpe
+
+    own_bar = learn_bpe.tqdm
+    lines = ["der hund bellt laut", "die katze schläft", "der hund schläft"] * 20
+    subwords.learn("subword_nmt", [lines], 12, tmp_path / "bpe.codes")
+    codes = files.read_lines(tmp_path / "bpe.codes")
+    assert codes[0].startswith("#version") and len(codes) == 13
+    assert capfd.readouterr().err == ""  # stderr is a pipe here, as in a log file
+    assert learn_bpe.tqdm is own_bar
 
 
 def test_clean_pairs_follows_moses_clean_corpus():
