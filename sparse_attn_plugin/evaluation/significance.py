@@ -53,6 +53,12 @@ class PairedBleu:
                 "p": self.p_value, "resamples": self.resamples}
 
 
+def describe(record: dict) -> str:
+    """A :meth:`PairedBleu.record` as a table cell: ``+0.42 [-0.10, +0.95], p 0.120``."""
+    return (f"{record['difference']:+.2f} [{record['low']:+.2f}, {record['high']:+.2f}], "
+            f"p {record['p']:.3f}")
+
+
 def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str],
                         tokenize: str = "none", lowercase: bool = False,
                         split_compounds: bool = False) -> np.ndarray:

@@ -5,7 +5,8 @@ with ``fairseq-generate`` (a row may switch the attention at decoding time with
 ``--model-overrides`` or add generation flags such as a coverage penalty), scores each
 row with the config's metrics (BLEU with sacrebleu; METEOR, REP and DROP as
 ``sparse-attn-score`` computes them; decoding sentences/s and training words/s as
-ratios to the table's first row; a table with seeds pooled as mean ± sd), optionally
+ratios to the table's first row; a table with seeds pooled as mean ± sd; each row's
+BLEU against the first row's by paired bootstrap resampling), optionally
 decoding the average of each training's last checkpoints, or the best by validation BLEU
 of several averages and seeds, with the paper's batch per update on the GPUs it has
 (``--update-freq`` scaled), and writes the tables with
@@ -71,6 +72,7 @@ from .reproduction.fertility_data import (
     language_pair,
     target_tokens,
 )
+from .reproduction.paired import pair_with_first_rows
 from .reproduction.report import render, render_tables
 from .reproduction.selection import best, choose_window
 
@@ -317,11 +319,12 @@ def pick_seed(config: dict, smoke: bool, row: dict, done: Trained, work: Path) -
 
 
 def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
-                trained: Trained, work: Path, smoke: bool, metrics: List[str]) -> dict:
-    """Decode and score every distinct decoding of the rows: ``{key: measurements}``."""
+                trained: Trained, work: Path, smoke: bool, metrics: List[str]):
+    """Decode and score every distinct decoding of the rows: ``({key: measurements},
+    {key: generate output})``."""
     drop = drop_settings(config, smoke)
     meteors: Dict[str, Meteor] = {}
-    decoded = {}
+    decoded, outputs = {}, {}
     try:
         for row in rows:
             if row["key"] in decoded:
@@ -349,7 +352,7 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
                 if language not in meteors:
                     meteors[language] = Meteor(language)
                 meteor = meteors[language]
-            output = generated.output
+            output = outputs[row["key"]] = generated.output
             scores = scoring.score(
                 output.hypotheses, output.references, output.sources,
                 [name for name in metrics if name in scoring.METRICS],
@@ -363,7 +366,7 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
     finally:
         for meteor in meteors.values():
             meteor.close()
-    return decoded
+    return decoded, outputs
 
 
 def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
@@ -373,7 +376,8 @@ def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
     {decoding key: measurements}, ...}``."""
     metrics = config.get("metrics", list(DEFAULT_METRICS))
     drop = drop_settings(config, smoke)
-    rows = [row for _, table_rows in resolve_tables(config, smoke) for row in table_rows]
+    tables = resolve_tables(config, smoke)
+    rows = [row for _, table_rows in tables for row in table_rows]
     prepared = {}
     for corpus in dict.fromkeys(row["corpus"] for row in rows):
         sources = list(dict.fromkeys(r["source"] for r in rows
@@ -383,7 +387,10 @@ def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
             datas[corpus], folder, sources, metrics, drop,
             run_settings(config, smoke, corpus)["generate_flags"])
     trained = train_models(config, rows, prepared, work, smoke, updates, metrics)
-    decoded = decode_rows(config, rows, prepared, trained, work, smoke, metrics)
+    decoded, outputs = decode_rows(config, rows, prepared, trained, work, smoke, metrics)
+    if "BLEU" in metrics:
+        pair_with_first_rows(tables, decoded, outputs,
+                             lambda corpus: run_settings(config, smoke, corpus)["bleu"])
     results = {"trained": trained.records, "decoded": decoded,
                "max_update": updates or run_settings(config, smoke)["max_update"],
                "metrics": metrics}

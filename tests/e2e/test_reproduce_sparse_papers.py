@@ -134,6 +134,11 @@ def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
     assert "Decoded and scored on the valid split." in figure3
     assert f"| {statistics.mean(k4):.2f} ± {statistics.stdev(k4):.2f} |" in figure3
     assert "- commit:" in figure3 and "SMOKE RUN" in figure3
+    assert "BLEU - first row" not in figure3  # seeds pooled: not paired
+    table1 = (out / "smoke" / "table-1-bleu-iwslt14-de-en.md").read_text()
+    # the fake translates alike for every model: each row ties with the first
+    assert "| BLEU - first row, 95% interval, p (ours, synthetic smoke) |" in table1
+    assert table1.count("| +0.00 [+0.00, +0.00], p 1.000 |") == table1.count("\n| ") - 2
     table4 = (out / "smoke" / "table-4-speed-and-bleu-iwslt14-de-en.md").read_text()
     ratio = speed["alpha-entmax"] / speed["softmax"]
     assert re.search(rf"\| alpha-entmax \| alpha-entmax \| as trained \|.*\| {ratio:.2f} \| "

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import List, Sequence, Tuple
 
 from ...evaluation.drop import DROP_SYMMETRIZATION
+from ...evaluation.significance import describe
 from ...results_io import markdown_table
 from ...sites import SITES
 from ..provenance import describe_machine, git_commit, provenance_header
@@ -107,10 +108,6 @@ def paired_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
     first = next(r[PAIRED] for r in others if PAIRED in r)
     resamples = next(iter(first.values()))["resamples"]
 
-    def cell(paired):
-        return (f"{paired['difference']:+.2f} [{paired['low']:+.2f}, {paired['high']:+.2f}], "
-                f"p {paired['p']:.3f}")
-
     return (
         "\nBLEU minus softmax's on the same sentences: the difference, its 95% interval and "
         f"two-sided p-value by paired bootstrap resampling of the test sentences ({resamples} "
@@ -120,7 +117,7 @@ def paired_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
         + markdown_table(
             ["attention", *(f"BLEU {corpus.tests[t]} - softmax" for t in corpus.tests)],
             [[titles[r["attention"]],
-              *(cell(r[PAIRED][t]) if PAIRED in r else "n/a (translations not kept)"
+              *(describe(r[PAIRED][t]) if PAIRED in r else "n/a (translations not kept)"
                 for t in corpus.tests)] for r in others]) + "\n")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from ...evaluation.meteor import LANGUAGE_PRESETS
+from ...evaluation.significance import RESAMPLES
 from ...results_io import markdown_table
 from ..provenance import provenance_header
 from .config import (
@@ -19,6 +20,7 @@ from .config import (
     run_settings,
     slug,
 )
+from .paired import pairable, paired_cell
 
 
 def _cell(value, fmt="{:.2f}"):
@@ -55,7 +57,12 @@ def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
         return next((f"`{decoded[r['key']]['bleu_signature']}`" for r in rows
                      if r["corpus"] == corpus and "bleu_signature" in decoded[r["key"]]), "?")
 
-    notes = [f"BLEU: sacrebleu {_by_corpus(config, smoke, signature)}."]
+    notes = [f"BLEU: sacrebleu {_by_corpus(config, smoke, signature)}; beside it, a row's "
+             "BLEU minus the table's first row's on the same sentences, with the 95% "
+             f"interval and two-sided p-value of paired bootstrap resampling ({RESAMPLES} "
+             "draws; Koehn 2004; not in a table that pools seeds). It says how much a difference "
+             "depends on which sentences the test set holds, not how it varies from seed "
+             "to seed."]
     if "METEOR" in metrics:
         def preset(corpus):
             language = run_setting(config, smoke, "meteor", corpus=corpus)["language"]
@@ -169,6 +176,7 @@ def _table(config: dict, rows: List[dict], decoded: dict, trained: dict, metrics
     a smoke run's columns say they are ours on the synthetic corpus."""
     ours = "ours, synthetic smoke" if smoke else "ours"
     fertilities = any(row["source"] for row in rows)
+    paired = "BLEU" in metrics and pairable(rows)
     header = ["row", "model trained", *(["fertilities"] if fertilities else []),
               "decoded with"]
     for metric in metrics:
@@ -178,6 +186,8 @@ def _table(config: dict, rows: List[dict], decoded: dict, trained: dict, metrics
             header += [_HEADER[metric].format(ours=ours), f"{_PAPER_KEY[metric]} (paper)"]
         else:
             header += [f"{metric} ({ours})", f"{metric} (paper)"]
+            if metric == "BLEU" and paired:
+                header += [f"BLEU - first row, 95% interval, p ({ours})"]
             if metric == "DROP":
                 header += [f"DROP, {name} ({ours})" for name in symmetrizations[1:]]
     lines = []
@@ -188,6 +198,8 @@ def _table(config: dict, rows: List[dict], decoded: dict, trained: dict, metrics
                 _decoded_with(row)]
         for metric in metrics:
             line += cells[metric][:1] if metric == "params" else list(cells[metric])
+            if metric == "BLEU" and paired:
+                line.append(paired_cell(decoded, row, rows[0]))
             if metric == "DROP":
                 line += [_summary([r["drop_by_symmetrization"][name] for r in runs])
                          if not any("failed" in r for r in runs) else "-"
