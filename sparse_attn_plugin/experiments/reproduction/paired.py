@@ -3,7 +3,10 @@ bootstrap of :mod:`...evaluation.significance`, from the translations the run ha
 made (a reproduction decodes every row on every run, so nothing is read back from disk).
 
 A row is paired where it and the first row are one decoding each of the same test
-sentences; a table that pools seeds (mean ± sd a row) is not paired."""
+sentences against the same references (a row whose generation flags post-process the
+text otherwise is scored on other references); a table that pools seeds (mean ± sd a
+row) is not paired. A run never stops over a pairing: what cannot be paired is left
+without one."""
 
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -28,10 +31,13 @@ def pair_with_first_rows(tables: List[Tuple[dict, List[dict]]], decoded: Dict[st
             continue
         first = rows[0]
         for row in rows[1:]:
-            if row["key"] in outputs and first["key"] in outputs \
-                    and (row["corpus"], row["subset"]) == (first["corpus"], first["subset"]):
-                decoded[row["key"]].setdefault(KEY, {})[first["key"]] = _pair(
-                    outputs[row["key"]], outputs[first["key"]], bleu_options(row["corpus"]))
+            system, baseline = outputs.get(row["key"]), outputs.get(first["key"])
+            same_split = (row["corpus"], row["subset"]) == (first["corpus"], first["subset"])
+            if same_split and system and baseline \
+                    and list(system.references) == list(baseline.references):
+                decoded[row["key"]].setdefault(KEY, {})[first["key"]] = paired_bootstrap(
+                    system.hypotheses, baseline.hypotheses, system.references,
+                    **bleu_options(row["corpus"])).record()
 
 
 def pairable(rows: List[dict]) -> bool:
@@ -39,15 +45,9 @@ def pairable(rows: List[dict]) -> bool:
     return len(rows) > 1 and len({row["row"] for row in rows}) == len(rows)
 
 
-def _pair(system, baseline, options: dict) -> dict:
-    if list(system.references) != list(baseline.references):
-        raise ValueError("two decodings of one test split read different references")
-    return paired_bootstrap(system.hypotheses, baseline.hypotheses, system.references,
-                            **options).record()
-
-
 def paired_cell(decoded: Dict[str, dict], row: dict, first: dict) -> str:
     """The report's cell for ``row`` against ``first``: ``+d [low, high], p``, or ``-``
-    where they are not paired (the first row itself, pooled seeds, a failed training)."""
+    where they are not paired (the first row itself, a failed training, other sentences
+    or references)."""
     record = decoded[row["key"]].get(KEY, {}).get(first["key"])
     return describe(record) if record else "-"
