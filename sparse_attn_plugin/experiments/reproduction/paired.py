@@ -31,6 +31,8 @@ def pair_with_first_rows(tables: List[Tuple[dict, List[dict]]], decoded: Dict[st
             continue
         first = rows[0]
         for row in rows[1:]:
+            if first["key"] in decoded[row["key"]].get(KEY, {}):
+                continue  # paired already, in an earlier table with the same first row
             system, baseline = outputs.get(row["key"]), outputs.get(first["key"])
             same_split = (row["corpus"], row["subset"]) == (first["corpus"], first["subset"])
             if same_split and system and baseline \
