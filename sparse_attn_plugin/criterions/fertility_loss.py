@@ -9,7 +9,13 @@ scored; see :mod:`sparse_attn_plugin.modules.fertility_predictor`). The predicto
 its own embeddings and the translation model reads the aligner's counts in training, so
 neither loss's gradient reaches the other's parameters. With
 ``--fertility-loss-only`` only the predictor is trained (the translation loss is
-computed for the logs, without gradient).
+computed without gradient).
+
+The logged ``loss`` (which fairseq validates, keeps the best checkpoint by and stops
+early on) is ``L_translation`` alone, so a model with a predictor is compared, selected
+and stopped on the same quantity as one without; ``fert_loss`` (per source token, in
+nats) and ``fert_acc`` log the predictor. With ``--fertility-loss-only`` the logged
+``loss`` is ``lambda * L_fertility``, the loss that run trains.
 """
 
 from dataclasses import dataclass, field
@@ -60,11 +66,12 @@ class FertilityCriterion(LabelSmoothedCrossEntropyCriterion):
         fert_loss, fert_correct = predictor.loss(predictor(src_tokens),
                                                  net_input["src_fertility"], mask)
         weighted = self.fertility_loss_weight * fert_loss
-        total = weighted if self.fertility_loss_only else loss + weighted
-        logging_output.update(loss=total.data, fert_loss=fert_loss.data,
-                              fert_correct=utils.item(fert_correct),
+        logging_output.update(fert_loss=fert_loss.data, fert_correct=utils.item(fert_correct),
                               fert_tokens=utils.item(mask.sum()))
-        return total, sample_size, logging_output
+        if self.fertility_loss_only:
+            logging_output["loss"] = weighted.data
+            return weighted, sample_size, logging_output
+        return loss + weighted, sample_size, logging_output
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

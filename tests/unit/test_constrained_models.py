@@ -406,3 +406,22 @@ def test_predictor_and_translation_losses_do_not_share_gradients(synthetic_bin, 
     assert not touched_by(model, translation_only) & predictor
     only = fertility_criterion(task, only=True)
     assert not touched_by(model, only(model, sample)[0]) & translation
+
+
+def test_logged_loss_is_the_translation_loss_so_rows_compare_alike(synthetic_bin):
+    """Validation, the best checkpoint and early stopping read the logged ``loss``: with a
+    predictor it is the translation loss a model without one logs, not the sum trained."""
+    task, model = lstm(synthetic_bin, *CONSTRAINED, *PREDICTOR)
+    model.eval()
+    sample = batch(task, split="valid", size=6)
+    both = fertility_criterion(task)
+    with torch.no_grad():
+        total, _, log = both(model, sample)
+        plain = LabelSmoothedCrossEntropyCriterion.forward(both, model, sample)[2]
+        only, _, only_log = fertility_criterion(task, only=True)(model, sample)
+    assert log["fert_loss"] > 0
+    assert log["loss"] == pytest.approx(plain["loss"].item())
+    assert log["nll_loss"] == pytest.approx(plain["nll_loss"].item())
+    assert total.item() == pytest.approx(plain["loss"].item() + log["fert_loss"].item())
+    assert only_log["loss"] == pytest.approx(only.item())
+    assert only.item() == pytest.approx(log["fert_loss"].item())
