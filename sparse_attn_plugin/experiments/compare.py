@@ -8,7 +8,9 @@ improving or its time budget ends, then translates every test split with
 split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on the
 corpus), validation curve, exactly-zero attention shares and learned alphas per site,
 training and decoding speed as ratios to softmax in the same run, and each row's BLEU
-difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`).
+difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`);
+with ``--decode-with NAME``, every row also decoded with normaliser NAME at every site
+(:mod:`.comparison.switch`).
 Writes ``README.md``, ``comparison.json``, the figures and every row's translations
 (:mod:`.comparison.translations`) to ``--out`` (by default
 ``WORK_DIR/report``: a user's run never rewrites the committed ``results/``).
@@ -38,6 +40,7 @@ from .comparison.paired import pair_with_softmax
 from .comparison.report import figures, render
 from .comparison.run import Schedule, run_row
 from .comparison.scorers import Scorers
+from .comparison.switch import choices, switch_rows
 from .comparison.translations import keep
 
 # Named by __spec__: under `python -m` this module is __main__, outside the progress loggers.
@@ -84,6 +87,13 @@ def build_parser() -> CommandParser:
     parser.add_argument("--smoke", action="store_true",
                         help="a check that everything runs: 200 updates a row, validation "
                              "every 50; the report says so")
+    parser.add_argument("--decode-with", metavar="NAME",
+                        help="also translate the test splits with every row's best "
+                             "checkpoint decoded with normaliser NAME at every site (any "
+                             "--attn-fn name that fits every site): the report adds each "
+                             "row's BLEU so decoded and its paired difference to the row's "
+                             "own decoding, which says whether a gap to softmax comes from "
+                             "training or from decoding")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--remove-bpe", choices=REMOVE_BPE,
                         help="subword scheme to merge before scoring (default: the one "
@@ -132,6 +142,9 @@ def main(argv=None):
     if unknown or not names:
         parser.fail(f"unknown --rows {unknown} for --model {model}; choose from "
                     f"{', '.join(architecture.rows)}")
+    if args.decode_with and args.decode_with not in choices(architecture):
+        parser.fail(f"unknown --decode-with {args.decode_with!r} for --model {model}; choose "
+                    f"from {', '.join(choices(architecture))}")
     numbers = [args.patience, args.minutes_per_row, args.max_updates, args.validate_every,
                args.train_size, args.eval_size]
     if any(n is not None and n <= 0 for n in numbers):
@@ -172,6 +185,7 @@ def main(argv=None):
                         f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})")
     finally:
         scorers.close()
+    switch_rows(rows, args.decode_with, work / model, corpus)
     try:
         pair_with_softmax(rows, work / model, out, corpus.tests)
     except ValueError as err:  # before anything is written to --out

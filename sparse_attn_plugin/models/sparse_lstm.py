@@ -14,6 +14,7 @@ from ..modules.bounded_attention import BoundedAttention
 from ..modules.lstm import COVERAGE_FORMS, SparseLSTMDecoder, SparseLSTMEncoder
 from ..normalizers import NAMES
 from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
+from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (
     FertilityPredictorMixin,
     add_fertility_args,
@@ -32,7 +33,8 @@ LSTM_SITES = ("decoder_cross",)
 
 
 @register_model("sparse_lstm")
-class SparseLSTMModel(FertilityPredictorMixin, FairseqEncoderDecoderModel):
+class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
+                      FairseqEncoderDecoderModel):
     """BiLSTM encoder, input-feeding LSTM decoder, bilinear attention with any of
     softmax, sparsemax, entmax, csoftmax or csparsemax, fertilities, sink and coverage."""
 

@@ -4,8 +4,6 @@ With ``--attn-fn softmax`` it has the same parameters and computes the same
 function as fairseq's ``transformer``, so checkpoints move between the two.
 """
 
-import logging
-
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerModel,
@@ -21,6 +19,7 @@ from ..modules import (
     cross_attention_constrained,
 )
 from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
+from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (
     FertilityPredictorMixin,
     add_fertility_args,
@@ -30,13 +29,9 @@ from .fertility_args import (
     set_fertility_defaults,
 )
 
-logger = logging.getLogger(__name__)
-
-NORMALIZER_KEY = ".normalizer."
-
 
 @register_model("sparse_transformer")
-class SparseTransformerModel(FertilityPredictorMixin, TransformerModel):
+class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, TransformerModel):
     """Transformer (Vaswani et al. 2017) whose attention sites use top-k, sparsemax,
     1.5-entmax or learned alpha-entmax instead of softmax (``--attn-fn``)."""
 
@@ -79,26 +74,6 @@ class SparseTransformerModel(FertilityPredictorMixin, TransformerModel):
         return SparseTransformerDecoder(
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
         )
-
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        """Load weights, letting the normaliser differ from the checkpoint's.
-
-        A model decoded with another normaliser than it was trained with (e.g.
-        ``--model-overrides "{'attn_fn': 'softmax'}"``) drops the checkpoint's
-        normaliser parameters (learned alphas) and initialises the ones the new
-        normaliser needs; each case is logged.
-        """
-        own = {k: v for k, v in self.state_dict().items() if NORMALIZER_KEY in k}
-        unused = [k for k in state_dict if NORMALIZER_KEY in k and k not in own]
-        missing = [k for k in own if k not in state_dict]
-        if unused or missing:
-            state_dict = {k: v for k, v in state_dict.items() if k not in unused}
-            state_dict.update({k: own[k] for k in missing})
-            for key in unused:
-                logger.warning("checkpoint parameter %s is unused by this normaliser", key)
-            for key in missing:
-                logger.warning("normaliser parameter %s is not in the checkpoint: initialised", key)
-        return super().load_state_dict(state_dict, strict, model_cfg, args)
 
 
 def _sparse_architecture(name, transformer_defaults):

@@ -4,6 +4,7 @@ resumption row by row, and a prepared folder's test splits and subwords."""
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -170,6 +171,76 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert [u for u, _ in reseeded["validation_curve"]] == [6, 12]
     log = (work / "tiny" / "softmax" / "train.log").read_text()
     assert log.count("done training in") == 1
+
+
+@pytest.mark.slow
+def test_decode_with_decodes_every_row_with_one_normaliser_against_its_own(tmp_path, capsys):
+    """``--decode-with softmax``: each row with a normaliser translated again with softmax
+    at every site, paired with its own translations; kept in the work folder (a later run
+    reuses it) and left out of a run without the flag."""
+    from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output
+    from sparse_attn_plugin.evaluation.significance import paired_bootstrap
+    from sparse_attn_plugin.files import read_lines
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = [*TINY, "--rows", "softmax,hard,kernel_rbf", "--work-dir", str(work),
+            "--decode-with", "softmax"]
+    compare.main([*argv, "--out", str(out)])
+    softmax, hard, kernel = json.loads((out / "comparison.json").read_text())["rows"]
+    assert "decoded_with" not in softmax and "decoded_with" not in kernel
+    switched = work / "tiny" / "hard" / "generate-test.decoded-softmax.log"
+    log = switched.read_text()
+    assert ("attention normalisers: encoder_self softmax, decoder_self softmax, "
+            "decoder_cross softmax") in log  # the overrides reached every site
+    again, own = (read_generate_output(read_lines(path)) for path in
+                  (switched, work / "tiny" / "hard" / "generate-test.log"))
+    record = hard["decoded_with"]
+    assert record["attention"] == "softmax"
+    assert record["bleu"] == {"test": pytest.approx(corpus_bleu(again.hypotheses,
+                                                                again.references).score)}
+    assert record["vs_own"]["test"] == paired_bootstrap(again.hypotheses, own.hypotheses,
+                                                        own.references).record()
+    table = (out / "README.md").read_text()
+    assert "| attention | BLEU test decoded with softmax (- own) |" in table
+    cell = f"{record['bleu']['test']:.2f} ({record['vs_own']['test']['difference']:+.2f} ["
+    assert f"| hard (decoder self + cross) | {cell}" in table
+    assert "Not decoded so: RBF kernel smoother (no normaliser to switch)." in table
+
+    # The same command again reuses the switched decoding; without the flag, none shown.
+    made = switched.stat().st_mtime_ns
+    compare.main([*argv, "--out", str(tmp_path / "again")])
+    assert json.loads((tmp_path / "again" / "comparison.json").read_text())["rows"][1] == hard
+    assert switched.stat().st_mtime_ns == made
+    compare.main([*argv[:-2], "--out", str(tmp_path / "plain")])
+    plain = json.loads((tmp_path / "plain" / "comparison.json").read_text())["rows"]
+    assert not any("decoded_with" in row for row in plain)
+    assert "decoded with" not in (tmp_path / "plain" / "README.md").read_text()
+    # A checkpoint gone (a folder copied without them): the row is said to be left out.
+    for checkpoint in (work / "tiny" / "hard").glob("*.pt"):
+        checkpoint.unlink()
+    compare.main([*argv[:-1], "entmax15", "--out", str(tmp_path / "gone")])
+    table = (tmp_path / "gone" / "README.md").read_text()
+    assert "Each row's best checkpoint decoded with entmax15" in table
+    assert "Not decoded so: hard (decoder self + cross) (no checkpoint in the work folder)." \
+        in table
+    capsys.readouterr()
+
+    # A normaliser that cannot sit at every site, or that the model cannot use: one line,
+    # exit status 1. (What the LSTM cannot use is what its model refuses.)
+    from sparse_attn_plugin.experiments.comparison.models import ARCHITECTURES
+    from sparse_attn_plugin.models.sparse_lstm import LSTM_NAMES
+    from sparse_attn_plugin.normalizers import NAMES
+
+    assert ARCHITECTURES["lstm"].cannot_use == tuple(n for n in NAMES if n not in LSTM_NAMES)
+    for model, name, usable in (("tiny", "csparsemax", "entmax_alpha, hard"),
+                                ("lstm", "hard", "entmax_alpha")):
+        refused = subprocess.run([sys.executable, "-m", "sparse_attn_plugin.experiments.compare",
+                                  "--model", model, "--decode-with", name],
+                                 capture_output=True, text=True, cwd=REPO)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr == (f"sparse-attn-compare: error: unknown --decode-with {name!r} "
+                                  f"for --model {model}; choose from softmax, topk, sparsemax, "
+                                  f"entmax15, {usable}\n")
 
 
 def test_a_row_stops_when_its_validation_loss_stops_improving(tmp_path):

@@ -307,6 +307,30 @@ def test_generation_uses_the_predictor_plus_slack(synthetic_bin):
     torch.testing.assert_close(layout.to_source(bounds)[words], expected[words])
 
 
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_a_predicted_fertility_checkpoint_decodes_with_unconstrained_attention(
+        synthetic_bin, arch, caplog):
+    """A csparsemax model with a fertility predictor loaded as sparsemax (``--model-overrides``,
+    ``sparse-attn-compare --decode-with``): the predictor is dropped, every other weight is
+    the checkpoint's; loaded the other way, the predictor starts as at training's start."""
+    build_model, chosen, unconstrained = (
+        (lstm, CONSTRAINED, ["--attn-fn", "sparsemax"]) if arch == "lstm" else
+        (transformer, [], ["--decoder-cross-attn-fn", "sparsemax"]))  # csparsemax: TRANSFORMER
+    _, constrained = build_model(synthetic_bin, *chosen, *PREDICTOR)
+    _, plain = build_model(synthetic_bin, *chosen, *PREDICTOR, *unconstrained)
+    assert plain.fertility_predictor is None
+    trained = constrained.state_dict()
+    plain.load_state_dict(trained)
+    assert plain.state_dict().keys() < trained.keys()
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, trained[key])
+    dropped = [r.getMessage() for r in caplog.records if "unused by this attention" in r.message]
+    assert len(dropped) == len(trained) - len(plain.state_dict()) > 0
+    assert all("encoder.fertility.predictor." in message for message in dropped)
+    constrained.load_state_dict(plain.state_dict())  # the predictor kept as it was built
+    assert "is not in the checkpoint: initialised" in caplog.text
+
+
 def test_predicted_bounds_mean_the_same_in_training_and_decoding(synthetic_bin):
     """The tagger learns the aligner's counts clamped to at least 1, so once it predicts
     them exactly, decoding's bounds ``E[f] + slack`` equal training's ``max(c, 1) + slack``,

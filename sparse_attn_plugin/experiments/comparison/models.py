@@ -28,9 +28,13 @@ class Row:
 
 @dataclass(frozen=True)
 class Architecture:
+    """The flags every row shares, the rows, a sentence saying what it is, and the
+    normalisers its model cannot use (``--decode-with`` refuses them)."""
+
     flags: Tuple[str, ...]
     rows: Dict[str, Row]
     summary: str
+    cannot_use: Tuple[str, ...] = ()
 
 
 _CONSTRAINED = ("--task", "sparse_translation")
@@ -98,7 +102,8 @@ ARCHITECTURES = {
         "a 1-layer BiLSTM encoder and LSTM decoder (input feeding, bilinear attention), "
         "256 units, 256-dim embeddings, dropout 0.3, Adam at 1e-3, gradient norm clipped "
         "at 5, no label smoothing, batches of 4096 tokens (Malaviya et al.: 2 layers of "
-        "500 units, SGD at 1.0 with batches of 64 sentences for 13 epochs)"),
+        "500 units, SGD at 1.0 with batches of 64 sentences for 13 epochs)",
+        ("hard",)),  # a transformer method: sparse_lstm's LSTM_NAMES
 }
 
 

@@ -12,6 +12,7 @@ from ..provenance import describe_machine, git_commit, provenance_header
 from .corpus import Corpus
 from .paired import KEY as PAIRED
 from .published import published_rows
+from .switch import KEY as SWITCHED
 from .translations import FOLDER
 
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
@@ -121,6 +122,38 @@ def paired_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
                 for t in corpus.tests)] for r in others]) + "\n")
 
 
+def switch_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
+    """Each row's BLEU decoded with another normaliser at every site, and its difference to
+    the row's own decoding (paired bootstrap); empty where no row was so decoded."""
+    switched = [r for r in rows if SWITCHED in r]
+    if not switched:
+        return ""
+    name = switched[0][SWITCHED]["attention"]
+    return (
+        f"\nEach row's best checkpoint decoded with {name} at every site "
+        f"(`--decode-with {name}`: `fairseq-generate --model-overrides`), against the "
+        "row's own decoding of the same "
+        "sentences: BLEU, and the difference with its 95% interval and p-value (paired "
+        "bootstrap). A row that trails softmax and translates about as well decoded with "
+        f"{name} owes its gap to the weights it learned, not to its normaliser at decoding; "
+        "one that gains owes some of it to decoding.\n\n"
+        + markdown_table(
+            ["attention", *(f"BLEU {corpus.tests[t]} decoded with {name} (- own)"
+                            for t in corpus.tests)],
+            [[titles[r["attention"]],
+              *(f"{r[SWITCHED]['bleu'][t]:.2f} ({describe(r[SWITCHED]['vs_own'][t])})"
+                for t in corpus.tests)] for r in switched])
+        + "".join(f"\nNot decoded so: {', '.join(titles[r['attention']] for r in left)} "
+                  f"({why}).\n" for left, why in _not_switched(rows, name) if left) + "\n")
+
+
+def _not_switched(rows: Sequence[dict], name: str):
+    """The rows :func:`switch_table` leaves out, grouped by why."""
+    left = [r for r in rows if SWITCHED not in r and r["attention"] != name]
+    return [([r for r in left if not r["zero_fraction"]], "no normaliser to switch"),
+            ([r for r in left if r["zero_fraction"]], "no checkpoint in the work folder")]
+
+
 def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, command: str,
            images: Sequence[str], translated: Sequence[str], smoke: bool) -> str:
     """The report: provenance, settings, how to read it, the table, the paired table,
@@ -155,6 +188,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         + _reading(rows, corpus) + "\n\n"
         + table(rows, titles, corpus, here) + "\n"
         + paired_table(rows, titles, corpus)
+        + switch_table(rows, titles, corpus)
         + _translations(rows, translated, corpus)
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")

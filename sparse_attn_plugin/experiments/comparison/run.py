@@ -38,6 +38,7 @@ from ..pipeline import device_flags
 from ..provenance import describe_machine, git_commit
 from .corpus import Corpus, drop_sink
 from .models import Architecture
+from .translations import generate_log
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     if done:
         logger.info(f"    {name}: finished before, reused")
         if _fill_in(done, folder, corpus, scorers):
-            write_json_atomic(folder / "row.json", done)
+            save_row(folder, done)
         return {**done, "spec": _read(folder / "spec.json")}
     trained = _read(folder / "trained.json")
     if not trained:
@@ -120,7 +121,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     curve = pipeline.validation_curve(folder / "train.log")
     row["validation_curve"] = curve
     row["valid_loss"] = min((loss for _, loss in curve), default=None)
-    write_json_atomic(folder / "row.json", row)
+    save_row(folder, row)
     return {**row, "spec": spec}
 
 
@@ -130,7 +131,7 @@ def _fill_in(row: dict, folder: Path, corpus: Corpus, scorers) -> bool:
     scored it."""
     if row["meteor"] is not None and "length_ratio" in row:
         return False
-    logs = {split: folder / f"generate-{split}.log" for split in corpus.tests}
+    logs = {split: generate_log(folder.parent, folder.name, split) for split in corpus.tests}
     if not all(log.exists() for log in logs.values()):
         return False
     outputs = {split: read_generate_output(read_lines(log)) for split, log in logs.items()}
@@ -156,10 +157,10 @@ def _seed(folder: Path, recorded: dict) -> None:
     afresh."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    row = {key: value for key, value in recorded.items() if key != "spec"}
     write_json_atomic(folder / "spec.json", recorded["spec"])
-    write_json_atomic(folder / "trained.json", {key: row[key] for key in _TRAINED if key in row})
-    write_json_atomic(folder / "row.json", row)
+    write_json_atomic(folder / "trained.json",
+                      {key: recorded[key] for key in _TRAINED if key in recorded})
+    save_row(folder, recorded)
 
 
 #: The flags of :meth:`Schedule.flags` that take a value: when training stops, not what
@@ -211,10 +212,8 @@ def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> d
     checkpoint = folder / "checkpoint_best.pt"
     bleu, first = {}, None  # first: the generation of corpus.first_test, and its scores
     for split in corpus.tests:
-        remove_bpe = ["--remove-bpe", corpus.remove_bpe] if corpus.remove_bpe else []
-        generated = pipeline.generate(
-            corpus.data, checkpoint, [*generate_flags, *corpus.generate_flags, *remove_bpe,
-                                      "--gen-subset", split], folder / f"generate-{split}.log")
+        generated = translate(corpus, checkpoint, generate_flags, split,
+                              generate_log(folder.parent, folder.name, split))
         out = generated.output
         if first:
             bleu[split] = scoring.score(out.hypotheses, out.references).bleu
@@ -238,6 +237,21 @@ def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> d
         "alphas": {site: stats[site].alphas for site in SITES
                    if site in stats and stats[site].alphas},
     }
+
+
+def translate(corpus: Corpus, checkpoint: Path, generate_flags: List[str], split: str,
+              log: Path) -> pipeline.GenerateResult:
+    """``checkpoint``'s translations of test split ``split`` (``fairseq-generate`` with
+    ``generate_flags``, the corpus's own and its subwords merged), written to ``log``."""
+    remove_bpe = ["--remove-bpe", corpus.remove_bpe] if corpus.remove_bpe else []
+    return pipeline.generate(corpus.data, checkpoint, [*generate_flags, *corpus.generate_flags,
+                                                       *remove_bpe, "--gen-subset", split], log)
+
+
+def save_row(folder: Path, row: dict) -> None:
+    """Keep a finished row in its work folder (``row.json``), without its spec (which
+    ``spec.json`` holds)."""
+    write_json_atomic(folder / "row.json", {k: v for k, v in row.items() if k != "spec"})
 
 
 def site_statistics(checkpoint: Path, data: Path, subset: str = "test"):
