@@ -186,6 +186,11 @@ def _model_of(spec: dict) -> dict:
             "generate": [flag for flag in spec["generate"] if flag not in _DEVICE]}
 
 
+def generate_flags_here(spec: dict) -> List[str]:
+    """A row's ``fairseq-generate`` flags, for this machine's device."""
+    return [flag for flag in spec["generate"] if flag not in _DEVICE] + device_flags()
+
+
 def _trains_on(trained: Optional[dict], before: dict, now: dict) -> bool:
     """Whether a row trained under ``before`` goes on under the stopping rule of ``now``:
     it stopped at the update cap and the cap is higher now, or its time budget ended and

@@ -21,7 +21,7 @@ from ...files import read_lines
 from ...sites import SITES
 from .corpus import Corpus
 from .models import Architecture
-from .run import save_row, translate
+from .run import generate_flags_here, save_row, translate
 from .translations import generate_log
 
 KEY = "decoded_with"
@@ -59,7 +59,7 @@ def decode_with(row: dict, name: str, work: Path, corpus: Corpus) -> Optional[Di
     checkpoint = Path(work) / row["attention"] / "checkpoint_best.pt"
     if row["attention"] == name or not row["zero_fraction"] or not checkpoint.exists():
         return None
-    flags = [*row["spec"]["generate"], "--model-overrides", overrides(name)]
+    flags = [*generate_flags_here(row["spec"]), "--model-overrides", overrides(name)]
     record = {"attention": name, "bleu": {}, "vs_own": {}}
     for split in corpus.tests:
         out = translate(corpus, checkpoint, flags, split,
