@@ -142,9 +142,10 @@ def main(argv=None):
     if unknown or not names:
         parser.fail(f"unknown --rows {unknown} for --model {model}; choose from "
                     f"{', '.join(architecture.rows)}")
-    if args.decode_with and args.decode_with not in choices(architecture):
+    usable = choices(architecture) if args.decode_with else []
+    if args.decode_with and args.decode_with not in usable:
         parser.fail(f"unknown --decode-with {args.decode_with!r} for --model {model}; choose "
-                    f"from {', '.join(choices(architecture))}")
+                    f"from {', '.join(usable)}")
     numbers = [args.patience, args.minutes_per_row, args.max_updates, args.validate_every,
                args.train_size, args.eval_size]
     if any(n is not None and n <= 0 for n in numbers):

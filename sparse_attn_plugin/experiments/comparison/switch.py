@@ -13,7 +13,7 @@ The record, :data:`KEY` of a row: ``{"attention": NAME, "bleu": {split: BLEU},
 """
 
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from ...evaluation import read_generate_output, scoring
 from ...evaluation.significance import paired_bootstrap
@@ -71,7 +71,7 @@ def decode_with(row: dict, name: str, work: Path, corpus: Corpus) -> Optional[Di
     return record
 
 
-def switch_rows(rows, name: Optional[str], work: Path, corpus: Corpus) -> None:
+def switch_rows(rows: Sequence[dict], name: Optional[str], work: Path, corpus: Corpus) -> None:
     """Set every row's :data:`KEY` to its decoding with normaliser ``name`` (see
     :func:`decode_with`), kept in its work folder's ``row.json`` so a later run reuses it;
     with no ``name``, the rows carry none (their folders keep theirs)."""
