@@ -1,6 +1,6 @@
 """Translation metrics and readers; no fairseq import, usable on any text files."""
 
-from .bleu import BleuResult, corpus_bleu
+from .bleu import BleuResult, brevity_penalty, corpus_bleu
 from .generate_output import GenerateOutput, read_generate_output
 from .meteor import Meteor, MeteorResult
 from .rep import RepResult, corpus_rep
@@ -9,4 +9,4 @@ from .rep import RepResult, corpus_rep
 PROGRESS_MIN = 2000
 
 __all__ = ["PROGRESS_MIN", "BleuResult", "GenerateOutput", "Meteor", "MeteorResult", "RepResult",
-           "corpus_bleu", "corpus_rep", "read_generate_output"]
+           "brevity_penalty", "corpus_bleu", "corpus_rep", "read_generate_output"]

@@ -7,6 +7,7 @@ IWSLT (``lowercase=True``); WMT14 En-De results also split hyphenated compounds
 comparable-across-papers sacreBLEU setting.
 """
 
+import math
 import re
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
@@ -55,6 +56,16 @@ def checked_pairs(hypotheses: Sequence[str], references: Sequence[str],
         return ([split_hyphenated_compounds(h) for h in hypotheses],
                 [split_hyphenated_compounds(r) for r in references])
     return list(hypotheses), list(references)
+
+
+def brevity_penalty(length_ratio: float) -> float:
+    """BLEU's brevity penalty for hypothesis/reference length ``r`` (Papineni et al.
+    2002): ``exp(1 - 1/r)`` for ``r < 1``, 1 otherwise (0 for no hypothesis tokens).
+    BLEU divided by it is the geometric mean of the n-gram precisions, what a
+    translation scores apart from its length."""
+    if length_ratio <= 0:
+        return 0.0
+    return math.exp(1 - 1 / length_ratio) if length_ratio < 1 else 1.0
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none",

@@ -53,6 +53,7 @@ def test_demo_writes_the_comparison_and_resumes_row_by_row(tmp_path, capsys):
     assert "Each row's translations of every test split are in `translations/ROW/TEST.txt`" in table
     assert "- commit: `" in table and "| softmax |" in table and "| entmax_alpha |" in table
     assert "| attention | BLEU test - softmax |" in table
+    assert "| attention | test: hyp/ref; BLEU without BP |" in table
     assert "The paired bootstrap under the table says which gaps" in table
     assert f"| {rows[0]['length_ratio']['test']:.3f} | {rows[0]['valid_loss']:.3f} |" in table
     assert "| csparsemax (cross, f = 2) |" in table and "- (no normaliser)" in table
@@ -382,6 +383,34 @@ def test_the_table_says_whether_a_stopped_row_was_still_learning():
         "300 (update cap reached; valid loss still improving)"
     assert stopped_cell(row("cap", [3.0, 1.4, 1.5, 1.6])) == "400 (update cap reached)"
     assert stopped_cell(row("converged", [3.0, 1.4, 1.5, 1.6])) == "400 (converged)"
+
+
+def test_the_length_table_gives_each_rows_bleu_without_its_brevity_penalty():
+    import math
+    from types import SimpleNamespace
+
+    from sacrebleu.metrics import BLEU
+
+    from sparse_attn_plugin.evaluation import corpus_bleu
+    from sparse_attn_plugin.experiments.comparison.report import length_table
+
+    refs = [f"a man in a red shirt rides a bike number {i} ." for i in range(20)]
+    hyps = {"softmax": refs, "entmax_alpha": [r.replace(" red shirt", "") for r in refs]}
+    rows = [{"attention": name, "bleu": {"test": corpus_bleu(lines, refs).score},
+             "length_ratio": {"test": corpus_bleu(lines, refs).length_ratio}}
+            for name, lines in hyps.items()]
+    rows.append({"attention": "sparsemax", "bleu": {"test": 30.0}})  # recorded before lengths
+    table = length_table(rows, {r["attention"]: r["attention"] for r in rows},
+                         SimpleNamespace(tests={"test": "test_2016_flickr"}))
+
+    short = BLEU(tokenize="none", force=True).corpus_score(hyps["entmax_alpha"], [refs])
+    precisions = 100 * math.exp(sum(math.log(p / 100) for p in short.precisions) / 4)
+    assert short.bp < 1 and precisions > short.score
+    assert "| attention | test_2016_flickr: hyp/ref; BLEU without BP |" in table
+    assert f"| entmax_alpha | {short.sys_len / short.ref_len:.3f}; {precisions:.2f} |" in table
+    assert "| softmax | 1.000; 100.00 |" in table and "sparsemax" not in table
+    assert length_table(rows[2:], {"sparsemax": "sparsemax"},
+                        SimpleNamespace(tests={"test": "t"})) == ""
 
 
 def test_the_reading_gives_how_each_trailing_rows_loss_gap_moved():

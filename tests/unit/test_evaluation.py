@@ -1,11 +1,12 @@
 """BLEU equals sacrebleu's own command line; fairseq-generate output is read in id order."""
 
+import math
 import subprocess
 import sys
 
 import pytest
 
-from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output
+from sparse_attn_plugin.evaluation import brevity_penalty, corpus_bleu, read_generate_output
 from sparse_attn_plugin.evaluation.bleu import split_hyphenated_compounds
 
 GENERATE_OUTPUT = """\
@@ -66,6 +67,23 @@ def test_bleu_gives_the_length_ratio_its_brevity_penalty_reads():
     result = corpus_bleu(["a b c", "d"], ["a b c d e", "d e f"])
     assert result.length_ratio == pytest.approx(4 / 8)
     assert "ratio = 0.500" in result.details
+
+
+@pytest.mark.parametrize("hypotheses,references", [
+    (["the cat sat on the mat", "a dog ran"],
+     ["the cat sat on the red mat today", "a dog ran fast home"]),  # short: penalised
+    (["a b c d e f", "d e f g h"], ["a b c d e", "d e f g"]),       # long: not
+    (["a man rides a red bike ."], ["a man rides a bike ."]),
+])
+def test_bleu_over_its_brevity_penalty_is_the_mean_of_its_precisions(hypotheses, references):
+    from sacrebleu.metrics import BLEU
+
+    result = corpus_bleu(hypotheses, references)
+    reference = BLEU(tokenize="none", force=True).corpus_score(hypotheses, [references])
+    assert brevity_penalty(result.length_ratio) == pytest.approx(reference.bp)
+    mean_precision = math.exp(sum(math.log(p / 100) for p in reference.precisions) / 4)
+    assert result.score / brevity_penalty(result.length_ratio) == pytest.approx(
+        100 * mean_precision)
 
 
 def test_bleu_rejects_mismatched_counts():
