@@ -10,7 +10,9 @@ corpus), validation curve, exactly-zero attention shares and learned alphas per 
 training and decoding speed as ratios to softmax in the same run, and each row's BLEU
 difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`);
 with ``--decode-with NAME``, every row also decoded with normaliser NAME at every site
-(:mod:`.comparison.switch`).
+(:mod:`.comparison.switch`); with ``--tune-lenpen GRID``, every row also translated at
+the length penalty of GRID it does best with on the validation split
+(:mod:`.comparison.lenpen`).
 Writes ``README.md``, ``comparison.json``, the figures and every row's translations
 (:mod:`.comparison.translations`) to ``--out`` (by default
 ``WORK_DIR/report``: a user's run never rewrites the committed ``results/``).
@@ -35,6 +37,7 @@ from pathlib import Path
 from ..command_line import CommandParser, show_progress
 from ..files import write_json_atomic, write_text_atomic
 from .comparison.corpus import REMOVE_BPE, CorpusError, open_corpus, synthetic_corpus
+from .comparison.lenpen import parse_grid, tune_rows
 from .comparison.models import ARCHITECTURES, title
 from .comparison.paired import pair_with_softmax
 from .comparison.report import figures, render
@@ -94,6 +97,13 @@ def build_parser() -> CommandParser:
                              "row's BLEU so decoded and its paired difference to the row's "
                              "own decoding, which says whether a gap to softmax comes from "
                              "training or from decoding")
+    parser.add_argument("--tune-lenpen", metavar="GRID",
+                        help="comma-separated length penalties (fairseq-generate --lenpen, "
+                             "e.g. 1,1.5,2,3): every row's best checkpoint translates the "
+                             "valid split at each and the test splits at its best; the "
+                             "report adds each row's BLEU there, paired with softmax's at "
+                             "its own, which says whether a gap to softmax is where beam "
+                             "search ends sentences")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--remove-bpe", choices=REMOVE_BPE,
                         help="subword scheme to merge before scoring (default: the one "
@@ -146,6 +156,10 @@ def main(argv=None):
     if args.decode_with and args.decode_with not in usable:
         parser.fail(f"unknown --decode-with {args.decode_with!r} for --model {model}; choose "
                     f"from {', '.join(usable)}")
+    try:
+        grid = parse_grid(args.tune_lenpen) if args.tune_lenpen is not None else None
+    except ValueError as err:
+        parser.fail(f"--tune-lenpen takes comma-separated numbers, e.g. 1,1.5,2: {err}")
     numbers = [args.patience, args.minutes_per_row, args.max_updates, args.validate_every,
                args.train_size, args.eval_size]
     if any(n is not None and n <= 0 for n in numbers):
@@ -187,6 +201,7 @@ def main(argv=None):
     finally:
         scorers.close()
     switch_rows(rows, args.decode_with, work / model, corpus)
+    tune_rows(rows, grid, work / model, corpus)
     try:
         pair_with_softmax(rows, work / model, out, corpus.tests)
     except ValueError as err:  # before anything is written to --out

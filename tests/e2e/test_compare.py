@@ -244,6 +244,80 @@ def test_decode_with_decodes_every_row_with_one_normaliser_against_its_own(tmp_p
                                   f"entmax15, {usable}\n")
 
 
+@pytest.mark.slow
+def test_tune_lenpen_translates_every_row_at_its_best_penalty_on_valid(tmp_path):
+    """``--tune-lenpen 0.5,2``: each row translates valid at both penalties and the test
+    splits at the better one, paired with softmax's at its own; kept in the work folder (a
+    later run reuses it), left out without the flag, and refused where not numbers."""
+    from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output
+    from sparse_attn_plugin.evaluation.significance import paired_bootstrap
+    from sparse_attn_plugin.files import read_lines
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = [*TINY, "--rows", "softmax,entmax15", "--work-dir", str(work),
+            "--tune-lenpen", "0.5,2.0"]
+    compare.main([*argv, "--out", str(out)])
+    rows = json.loads((out / "comparison.json").read_text())["rows"]
+
+    def output(row, split, penalty):
+        log = work / "tiny" / row / f"generate-{split}.lenpen-{penalty}.log"
+        assert f"'lenpen': {float(penalty)}" in log.read_text()  # fairseq decoded with it
+        return read_generate_output(read_lines(log))
+
+    for row in rows:
+        record = row["tuned_lenpen"]
+        assert record["grid"] == ["0.5", "2"]
+        for penalty in record["grid"]:
+            valid = output(row["attention"], "valid", penalty)
+            assert record["valid"][penalty] == pytest.approx(
+                corpus_bleu(valid.hypotheses, valid.references).score)
+        assert record["lenpen"] == max(["0.5", "2"], key=lambda p: record["valid"][p])
+        chosen = output(row["attention"], "test", record["lenpen"])
+        test = corpus_bleu(chosen.hypotheses, chosen.references)
+        assert record["bleu"] == {"test": pytest.approx(test.score)}
+        assert record["length_ratio"] == {"test": pytest.approx(test.length_ratio)}
+    softmax, entmax = (row["tuned_lenpen"] for row in rows)
+    assert "vs_softmax" not in softmax
+    ours, theirs = (output(name, "test", record["lenpen"])
+                    for name, record in (("entmax15", entmax), ("softmax", softmax)))
+    assert entmax["vs_softmax"] == {"test": paired_bootstrap(
+        ours.hypotheses, theirs.hypotheses, theirs.references).record()}
+    table = (out / "README.md").read_text()
+    assert "(`--tune-lenpen`, from 0.5, 2;" in table
+    assert "| attention | lenpen (valid BLEU) | BLEU test (hyp/ref); - softmax |" in table
+    assert (f"| entmax15 | {entmax['lenpen']} ({entmax['valid'][entmax['lenpen']]:.2f}) | "
+            f"{entmax['bleu']['test']:.2f} ({entmax['length_ratio']['test']:.3f}); "
+            f"{entmax['vs_softmax']['test']['difference']:+.2f} [") in table
+
+    # The same command again reuses the tuning; without the flag, none shown.
+    log = work / "tiny" / "entmax15" / "generate-valid.lenpen-2.log"
+    made = log.stat().st_mtime_ns
+    compare.main([*argv, "--out", str(tmp_path / "again")])
+    assert json.loads((tmp_path / "again" / "comparison.json").read_text())["rows"] == rows
+    assert log.stat().st_mtime_ns == made
+    compare.main([*argv[:-2], "--out", str(tmp_path / "plain")])
+    plain = json.loads((tmp_path / "plain" / "comparison.json").read_text())["rows"]
+    assert not any("tuned_lenpen" in row for row in plain)
+    assert "--tune-lenpen" not in (tmp_path / "plain" / "README.md").read_text()
+    # Another grid with a checkpoint gone (a folder copied without them): said to be left out.
+    for checkpoint in (work / "tiny" / "entmax15").glob("*.pt"):
+        checkpoint.unlink()
+    compare.main([*argv[:-1], "1", "--out", str(tmp_path / "gone")])
+    table = (tmp_path / "gone" / "README.md").read_text()
+    assert "(`--tune-lenpen`, from 1;" in table
+    assert "Not tuned: entmax15 (no checkpoint in the work folder)." in table
+
+    for grid, why in (("1,x", "'x' is not a number"), ("1,1.0", "'1,1.0' repeats a penalty"),
+                      ("", "'' is not a number"), ("1,inf", "'inf' is not a finite number")):
+        refused = subprocess.run([sys.executable, "-m", "sparse_attn_plugin.experiments.compare",
+                                  "--tune-lenpen", grid, "--out", str(tmp_path / "refused")],
+                                 capture_output=True, text=True, cwd=REPO)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr == ("sparse-attn-compare: error: --tune-lenpen takes "
+                                  f"comma-separated numbers, e.g. 1,1.5,2: {why}\n")
+    assert not (tmp_path / "refused").exists()
+
+
 def test_a_row_stops_when_its_validation_loss_stops_improving(tmp_path):
     compare.main(["--train-size", "200", "--eval-size", "30", "--max-updates", "400",
                   "--validate-every", "5", "--patience", "1", "--minutes-per-row", "60",

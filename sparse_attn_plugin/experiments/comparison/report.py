@@ -11,6 +11,7 @@ from ...results_io import markdown_table
 from ...sites import SITES
 from ..provenance import describe_machine, git_commit, provenance_header
 from .corpus import Corpus
+from .lenpen import KEY as TUNED
 from .paired import KEY as PAIRED
 from .published import published_rows
 from .switch import KEY as SWITCHED
@@ -172,6 +173,40 @@ def length_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
         + "\n")
 
 
+def lenpen_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
+    """Each row's length penalty tuned on the validation split, and its BLEU and hyp/ref
+    at that penalty on every test split with the paired difference to softmax's at
+    softmax's own; empty where no row was tuned."""
+    tuned = [r for r in rows if TUNED in r]
+    if not tuned:
+        return ""
+    grid = ", ".join(tuned[0][TUNED]["grid"])
+    untuned = [titles[r["attention"]] for r in rows if TUNED not in r]
+
+    def cell(record, test):
+        text = f"{record['bleu'][test]:.2f} ({record['length_ratio'][test]:.3f})"
+        paired = record.get("vs_softmax")
+        return text + (f"; {describe(paired[test])}" if paired else "")
+
+    return (
+        "\nBeam search's length penalty tuned on the validation split for every row alike "
+        f"(`--tune-lenpen`, from {grid}; fairseq's `--lenpen`: a translation's "
+        "log-probability over its length to that power, 1 in the tables above): the "
+        "penalty with the best validation BLEU, and on every test split BLEU at that "
+        "penalty (hyp/ref) and its difference to softmax's at softmax's own tuned "
+        "penalty, with its 95% interval and p-value (paired bootstrap). A row that trails "
+        "softmax above and not here lost its gap to where beam search ends its "
+        "sentences, not to what it translates.\n\n"
+        + markdown_table(
+            ["attention", "lenpen (valid BLEU)",
+             *(f"BLEU {corpus.tests[t]} (hyp/ref); - softmax" for t in corpus.tests)],
+            [[titles[r["attention"]],
+              f"{r[TUNED]['lenpen']} ({r[TUNED]['valid'][r[TUNED]['lenpen']]:.2f})",
+              *(cell(r[TUNED], t) for t in corpus.tests)] for r in tuned])
+        + (f"\nNot tuned: {', '.join(untuned)} (no checkpoint in the work folder).\n"
+           if untuned else "") + "\n")
+
+
 def _not_switched(rows: Sequence[dict], name: str):
     """The rows :func:`switch_table` leaves out, grouped by why."""
     left = [r for r in rows if SWITCHED not in r and r["attention"] != name]
@@ -182,8 +217,9 @@ def _not_switched(rows: Sequence[dict], name: str):
 def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, command: str,
            images: Sequence[str], translated: Sequence[str], smoke: bool) -> str:
     """The report: provenance, settings, how to read it, the table, the paired table,
-    the lengths, the switched decodings, where the translations of the rows of
-    ``translated`` are, the published figures and the ``images``."""
+    the lengths, the tuned length penalties, the switched decodings, where the
+    translations of the rows of ``translated`` are, the published figures and the
+    ``images``."""
     signature = rows[0]["bleu_signature"] if rows else ""
     here = describe_machine()
     heading = f"# Every kind of attention on {corpus.title}"
@@ -214,6 +250,7 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         + table(rows, titles, corpus, here) + "\n"
         + paired_table(rows, titles, corpus)
         + length_table(rows, titles, corpus)
+        + lenpen_table(rows, titles, corpus)
         + switch_table(rows, titles, corpus)
         + _translations(rows, translated, corpus)
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
