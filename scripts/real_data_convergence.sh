@@ -8,7 +8,9 @@
 # updates in about 100 minutes a row on one CPU core (5 updates/s), into
 # results/multi30k_convergence_tiny/.
 # Each row is also decoded with softmax at every site (--decode-with softmax), to tell a
-# gap learned in training from one made by the normaliser at decoding.
+# gap learned in training from one made by the normaliser at decoding, and translated at
+# the length penalty it does best with on valid (--tune-lenpen), to tell a gap in what a
+# row translates from one in where its beam search ends sentences.
 # Its own work folder: the capped rows of results/multi30k/ stay as they are. Resumable.
 #
 #   scripts/real_data_convergence.sh [MODEL [ROWS]]
@@ -20,7 +22,7 @@ PYTHON=${PYTHON:-.venv/bin/python}
 MODEL=${1:-small}
 ROWS=${2:-softmax,sparsemax,hard,csparsemax,entmax_alpha,entmax15}
 if [[ "$MODEL" == -* ]]; then
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 case "$MODEL" in
@@ -36,4 +38,4 @@ if [[ ! -f data-bin/multi30k_de_en/PREPARED.json ]]; then
 fi
 "$PYTHON" -m sparse_attn_plugin.experiments.compare --data data-bin/multi30k_de_en --model "$MODEL" \
   --rows "$ROWS" --max-updates 30000 --minutes-per-row 720 --decode-with softmax \
-  --work-dir .work/compare/multi30k_de_en_convergence --out "$OUT"
+  --tune-lenpen 1,1.5,2,3 --work-dir .work/compare/multi30k_de_en_convergence --out "$OUT"
