@@ -26,6 +26,7 @@ from ...evaluation import read_generate_output, scoring
 from ...evaluation.significance import paired_bootstrap
 from ...files import read_lines
 from .corpus import Corpus
+from .paired import still_matches
 from .run import generate_flags_here, save_row, translate
 
 KEY = "tuned_lenpen"
@@ -114,11 +115,10 @@ def _pair_with_softmax(rows: Sequence[dict], work: Path, corpus: Corpus) -> None
         if not record or row["attention"] == "softmax":
             continue
         paired = _from_logs(row["attention"], record, base, work, corpus) if base else None
-        if paired is None and base and record.get("vs_softmax"):
-            fresh = all(abs(record["vs_softmax"][split]["difference"]
-                            - (record["bleu"][split] - base["bleu"][split])) < 1e-6
-                        for split in corpus.tests)
-            paired = record["vs_softmax"] if fresh else None
+        held = record.get("vs_softmax")
+        if paired is None and base and held and still_matches(held, record["bleu"],
+                                                               base["bleu"]):
+            paired = held
         row[KEY] = {**record, "vs_softmax": paired} if paired else {
             k: v for k, v in record.items() if k != "vs_softmax"}
 

@@ -55,6 +55,11 @@ def _recorded(row: dict, base: dict) -> Optional[Dict]:
     paired = row.get(KEY)
     if not paired or set(paired) != set(row["bleu"]):
         return None
-    fresh = all(abs(paired[split]["difference"] - (row["bleu"][split] - base["bleu"][split]))
-                < 1e-6 for split in paired)
-    return paired if fresh else None
+    return paired if still_matches(paired, row["bleu"], base["bleu"]) else None
+
+
+def still_matches(paired: Dict, bleu: Dict, base_bleu: Dict) -> bool:
+    """Whether a recorded pairing ``{split: PairedBleu.record()}`` still gives the
+    difference of the two BLEUs it paired (one row trained or tuned again makes it stale)."""
+    return all(abs(paired[split]["difference"] - (bleu[split] - base_bleu[split])) < 1e-6
+               for split in paired)
