@@ -6,7 +6,7 @@ the ratios between them (the only speed figures we report) stay meaningful.
 
 import statistics
 import time
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 
 def time_per_call(fn: Callable[[], object], inner: int, sync: Callable[[], None]) -> float:
@@ -24,6 +24,16 @@ def interleaved_medians(calls: Dict[str, Callable[[], object]], rounds: int, sam
     """Median seconds per call of each of ``calls``, over ``rounds`` rounds in which
     they take turns (starting one later each round). Each sample repeats a call
     enough times (at most 200) to last about ``sample_s`` seconds (once if 0)."""
+    samples = interleaved_samples(calls, rounds, sample_s, sync)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def interleaved_samples(calls: Dict[str, Callable[[], object]], rounds: int,
+                        sample_s: float = 0.0,
+                        sync: Callable[[], None] = lambda: None) -> Dict[str, List[float]]:
+    """Seconds per call of each of ``calls`` in each of ``rounds`` interleaved rounds
+    (round ``r``'s sample is the ``r``-th of every list), as :func:`interleaved_medians`
+    takes them: for spreads, and for ratios paired round by round."""
     names = list(calls)
     inner = dict.fromkeys(names, 1)
     for name in names if sample_s > 0 else ():
@@ -33,7 +43,7 @@ def interleaved_medians(calls: Dict[str, Callable[[], object]], rounds: int, sam
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             samples[name].append(time_per_call(calls[name], inner[name], sync))
-    return {name: statistics.median(s) for name, s in samples.items()}
+    return samples
 
 
 def warmed_medians(calls: Dict[str, Callable[[], object]], mode: str, warmup: int, rounds: int,
