@@ -58,6 +58,13 @@ PAPER = {"softmax": (1.0, 1.0), "topk": (0.98, 0.94), "sparsemax": (0.80, 0.43),
 TARGETS = {"topk": 0.95, "sparsemax": 0.95, "entmax15": 0.95, "entmax_alpha": 0.8}
 
 
+def generate_flags(length):
+    """fairseq-generate's flags: beam 5, batches of 128 sentences, every hypothesis forced
+    to ``length`` tokens (so each model does the same decoding work)."""
+    return ["--beam", "5", "--batch-size", "128", "--min-len", str(length), "--max-len-a", "0",
+            "--max-len-b", str(length)]
+
+
 def measure(model, name, impl, data, work, updates, length):
     flags, default_updates = MODELS[model]
     updates = updates or default_updates
@@ -65,10 +72,9 @@ def measure(model, name, impl, data, work, updates, length):
     run_dir = work / f"{model}-{name}-{impl}"
     trained = pipeline.train(data, run_dir, flags, updates, desc=f"{model} {name:>12} {impl}",
                              skip_first_interval=True)
-    generated = pipeline.generate(
-        data, trained.checkpoint,
-        ["--beam", "5", "--batch-size", "128", "--min-len", str(length), "--max-len-a", "0",
-         "--max-len-b", str(length), *device_flags()], run_dir / "generate.log")
+    generated = pipeline.generate(data, trained.checkpoint,
+                                  [*generate_flags(length), *device_flags()],
+                                  run_dir / "generate.log")
     return trained.words_per_second, generated.sentences_per_second
 
 
@@ -81,37 +87,57 @@ DISPATCH = ("Torch-Compiled Region", "TorchDynamo", "Pregraph bytecode", "AOTDis
 KERNEL = "## Call CompiledFxGraph"
 
 
+def in_process(data, flags, rows, batches, device="cpu", fp16=False):
+    """Models built in this process as fairseq-train builds them (seed 1, from ``flags``
+    followed by each row's own, ``rows``: label -> flags), in training mode on ``device``
+    (fp16 as ``--fp16`` makes them), and ``batches`` training batches of ``--max-tokens``
+    (the last given): ``({label: (model, criterion)}, batches)``."""
+    import torch
+    from fairseq import options, tasks, utils
+
+    built = {}
+    for row, row_flags in rows.items():
+        parser = options.get_training_parser()
+        args = options.parse_args_and_arch(parser, [
+            str(data), "--user-dir", str(pipeline.PLUGIN_DIR), *flags, *row_flags])
+        task = tasks.setup_task(args)
+        torch.manual_seed(1)
+        network = task.build_model(args).train().to(device)
+        built[row] = (network.half() if fp16 else network,
+                      task.build_criterion(args).to(device))
+    task.load_dataset("train")
+    tokens = int(flags[len(flags) - 1 - flags[::-1].index("--max-tokens") + 1])
+    epoch = task.get_batch_iterator(task.dataset("train"), max_tokens=tokens, seed=1)
+    batch_iterator = epoch.next_epoch_itr(shuffle=False)
+    samples = [next(batch_iterator) for _ in range(batches)]
+    if torch.device(device).type == "cuda":
+        samples = [utils.move_to_cuda(sample, device) for sample in samples]
+    return built, samples
+
+
+def train_step(network, criterion, samples):
+    """Forward + backward of every batch of ``samples`` (gradients reset first)."""
+    network.zero_grad(set_to_none=True)
+    for sample in samples:
+        criterion(network, sample)[0].backward()
+
+
 def step_breakdown(data, model, rows, rounds, batches=8):
     """Per row: milliseconds per training batch (forward + backward, ``batches`` batches
     of the model's size, medians of ``rounds`` interleaved rounds), and of one profiled
     batch the milliseconds of self CPU time in compiled graphs and in torch.compile's
     dispatch around them."""
-    import torch
-    from fairseq import options, tasks
     from torch.profiler import ProfilerActivity, profile
 
     from sparse_attn_plugin.experiments.timing import interleaved_medians
 
-    flags, _ = MODELS[model]
-    built = {}
-    for name, impl in rows:
-        parser = options.get_training_parser()
-        args = options.parse_args_and_arch(parser, [
-            str(data), "--user-dir", str(pipeline.PLUGIN_DIR), *flags, "--attn-fn", name,
-            "--attn-impl", impl])
-        task = tasks.setup_task(args)
-        torch.manual_seed(1)
-        built[label(name, impl)] = (task.build_model(args).train(), task.build_criterion(args))
-    task.load_dataset("train")
-    tokens = int(flags[flags.index("--max-tokens") + 1])
-    epoch = task.get_batch_iterator(task.dataset("train"), max_tokens=tokens, seed=1)
-    batch_iterator = epoch.next_epoch_itr(shuffle=False)
-    samples = [next(batch_iterator) for _ in range(batches)]
+    built, samples = in_process(
+        data, MODELS[model][0],
+        {label(name, impl): ["--attn-fn", name, "--attn-impl", impl] for name, impl in rows},
+        batches)
 
     def step(row):
-        network, criterion = built[row]
-        for sample in samples:
-            criterion(network, sample)[0].backward()
+        train_step(*built[row], samples)
 
     for row in built:  # compiles, and lets `auto` settle
         step(row)
