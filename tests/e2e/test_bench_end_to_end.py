@@ -1,0 +1,118 @@
+"""benchmarks/bench_end_to_end.py run as a user types it: every row and ratio is in its
+tables with its spread, fairseq's transformer starts from our softmax's weights and
+decodes its checkpoint to the same hypotheses; the verdicts say "meets" only where the
+whole range allows it. No timing is asserted."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO, fairseq_env, load_benchmark
+
+RATIO = r"\d+\.\d\d \[\d+\.\d\d–\d+\.\d\d\]"  # median [min–max]
+ROWS = ("fairseq transformer", "softmax", "topk", "topk [torch]")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("end-to-end")
+    command = [sys.executable, "benchmarks/bench_end_to_end.py", "--quick", "--models", "demo",
+               "--attn-fns", "topk", "--attn-impls", "torch", "--out", str(folder / "out"),
+               "--work-dir", str(folder / "work")]
+    done = subprocess.run(command, cwd=REPO, env=fairseq_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder, done.stdout
+
+
+@pytest.mark.slow
+def test_quick_run_tables_hold_every_row_and_ratio_with_its_spread(quick_run):
+    folder, stdout = quick_run
+    table = (folder / "out" / "end_to_end.md").read_text()
+    assert table in stdout
+    for line in ("- command: `python benchmarks/bench_end_to_end.py --quick", "- commit: `",
+                 "- machine: ", "Device `cpu`"):
+        assert line in table
+    for section in ("### demo model: training", "### demo model: generation"):
+        part = table.split(section)[1].split("###")[0]
+        header = part.splitlines()[2]
+        for denominator in ("speed ÷ fairseq transformer", "speed ÷ our softmax",
+                            "speed ÷ its [torch]", "target", "verdict"):
+            assert f"| {denominator} |" in header
+        lines = {line.split(" | ")[0][2:]: line.split(" | ") for line in part.splitlines()
+                 if line.startswith("| ") and not line.startswith(("| row", "|---"))}
+        assert set(lines) == set(ROWS)
+        for cells in lines.values():
+            assert re.fullmatch(RATIO.replace(r"\d\d", r"\d"), cells[1]), cells  # value
+            assert re.fullmatch(RATIO, cells[2]) and re.fullmatch(RATIO, cells[3]), cells
+        assert re.fullmatch(RATIO, lines["topk"][4])        # default ÷ its [torch]
+        assert lines["softmax"][-2].startswith("≥ 1 ÷ fairseq transformer")
+        assert lines["topk"][-2].startswith("≥ 1 ÷ its [torch]")
+        assert lines["softmax"][-1].rstrip(" |") in ("meets", "meets (within spread)", "below")
+    assert "fairseq-train words/s ÷ our softmax" in table
+
+
+@pytest.mark.slow
+def test_fairseq_transformer_has_our_softmax_weights_and_hypotheses(quick_run):
+    folder, _ = quick_run
+    record = json.loads((folder / "out" / "end_to_end.json").read_text())
+    assert record["commit"] and record["machine"] and record["device"] == "cpu"
+    result = record["results"]["demo"]
+    assert result["checks"] == {"initial_weights_identical": True, "identical_hypotheses": 16,
+                                "sentences": 16}
+    rows = result["rows"]
+    assert rows["fairseq transformer"]["flags"] == ["--arch", "transformer"]
+    assert rows["fairseq transformer"]["decode_flags"] == rows["softmax"]["decode_flags"] == []
+    assert rows["topk [torch]"]["decode_flags"] == [
+        "--model-overrides", "{'attn_fn': 'topk', 'attn_impl': 'torch'}"]
+    for row in rows.values():
+        assert len(row["train_ms_per_batch"]) == len(row["words_per_second"]) == 2
+        assert all(v > 0 for v in row["sentences_per_second"])
+    # the copy fairseq's row decodes is fairseq's own class with our softmax's weights
+    import torch
+    from fairseq import checkpoint_utils
+    from fairseq.models.transformer import TransformerModel
+
+    import sparse_attn_plugin  # noqa: F401  (registers sparse_transformer for the checkpoint)
+
+    work = folder / "work"
+    (stock,), _ = checkpoint_utils.load_model_ensemble([str(work / "demo-as-fairseq.pt")])
+    (ours,), _ = checkpoint_utils.load_model_ensemble([str(work / "demo-softmax.pt")])
+    assert type(stock) is TransformerModel and type(ours) is not TransformerModel
+    assert stock.state_dict().keys() == ours.state_dict().keys()
+    assert all(torch.equal(v, ours.state_dict()[k]) for k, v in stock.state_dict().items())
+
+
+def test_verdict_says_meets_only_where_the_whole_range_allows_it():
+    bench = load_benchmark("bench_end_to_end")
+
+    def stats(lo, hi):
+        return {"median": (lo + hi) / 2, "min": lo, "max": hi}
+    assert bench.verdict(stats(0.96, 1.1), 0.95, strict=True) == "meets"
+    assert bench.verdict(stats(0.93, 0.97), 0.95, strict=True) == "within spread"
+    assert bench.verdict(stats(0.80, 0.94), 0.95, strict=True) == "below"
+    assert bench.verdict(stats(0.97, 1.02), 1.0, strict=False) == "meets (within spread)"
+    assert bench.verdict(stats(0.90, 0.99), 1.0, strict=False) == "below"
+    assert bench.verdict(None, 1.0, strict=False) == "n/a"
+
+
+def test_targets_name_their_denominator_per_device():
+    bench = load_benchmark("bench_end_to_end")
+    rows = {r.label: r for r in bench.make_rows(["entmax_alpha", "hard"], ["torch", "triton"])}
+    assert list(rows) == ["fairseq transformer", "softmax", "entmax_alpha", "entmax_alpha [torch]",
+                          "entmax_alpha [triton]", "hard (decoder self + cross)"]
+    assert bench.target(rows["softmax"], "train", "cpu") == ("÷ fairseq transformer", 1.0, False)
+    assert bench.target(rows["entmax_alpha"], "train", "cuda") == ("÷ our softmax", 0.9, True)
+    assert bench.target(rows["entmax_alpha"], "generate", "cuda") == ("÷ our softmax", 0.9, True)
+    assert bench.target(rows["hard (decoder self + cross)"], "train", "cuda") == (
+        "÷ our softmax", 0.95, True)
+    assert bench.target(rows["entmax_alpha"], "train", "cpu") == ("÷ its [torch]", 1.0, False)
+    assert bench.target(rows["hard (decoder self + cross)"], "train", "cpu") is None
+    assert bench.target(rows["entmax_alpha [triton]"], "train", "cuda") is None
+    assert bench.row_overrides(rows["entmax_alpha [triton]"]) == [
+        "--model-overrides", "{'attn_fn': 'entmax_alpha', 'attn_impl': 'triton'}"]
+    assert bench.fairseq_arch("iwslt") == "transformer_iwslt_de_en"
+    assert bench.row_flags(rows["hard (decoder self + cross)"], "demo") == [
+        "--decoder-self-attn-fn", "hard", "--decoder-cross-attn-fn", "hard"]
