@@ -20,6 +20,12 @@ from . import BIN, PLUGIN, fairseq_env
 from .models import TINY
 
 
+def _device(cpu):
+    """``--cpu``, or nothing: fairseq then computes on a CUDA device where one is visible
+    (the GPU tier, tests/gpu)."""
+    return ["--cpu"] if cpu else []
+
+
 def run(cmd, check=True):
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=fairseq_env())
     if check and proc.returncode != 0:
@@ -27,8 +33,9 @@ def run(cmd, check=True):
     return proc
 
 
-def train(data, save_dir, *flags, updates=8, in_process=False):
-    argv = [data, "--user-dir", PLUGIN, "--arch", "sparse_transformer", "--cpu", *TINY,
+def train(data, save_dir, *flags, updates=8, in_process=False, arch="sparse_transformer",
+          cpu=True):
+    argv = [data, "--user-dir", PLUGIN, "--arch", arch, *_device(cpu), *TINY,
             "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "1000", "--max-update",
             updates, "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar",
             "--seed", "1", *flags]
@@ -36,10 +43,10 @@ def train(data, save_dir, *flags, updates=8, in_process=False):
     return save_dir / "checkpoint_last.pt"
 
 
-def generate(data, checkpoint, *flags, in_process=False):
+def generate(data, checkpoint, *flags, in_process=False, cpu=True):
     out = fairseq("fairseq-generate", [
         data, "--user-dir", PLUGIN, "--path", checkpoint, "--beam", "3", "--max-len-b", "30",
-        "--batch-size", "16", "--cpu", *flags], in_process)
+        "--batch-size", "16", *_device(cpu), *flags], in_process)
     return [line for line in out.stdout.splitlines() if line.startswith("H-")]
 
 
@@ -103,17 +110,17 @@ STRATEGY = {
 }
 
 
-def fairseq_train(data, save_dir, *flags, check=True, updates=6, in_process=False):
+def fairseq_train(data, save_dir, *flags, check=True, updates=6, in_process=False, cpu=True):
     return fairseq("fairseq-train", [
-        data, "--user-dir", PLUGIN, "--cpu", *LSTM, *flags, "--optimizer", "adam", "--lr",
+        data, "--user-dir", PLUGIN, *_device(cpu), *LSTM, *flags, "--optimizer", "adam", "--lr",
         "5e-3", "--max-tokens", "1000", "--max-update", str(updates), "--save-dir", save_dir,
         "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1"], in_process, check)
 
 
-def fairseq_generate(data, checkpoint, *flags, in_process=False):
+def fairseq_generate(data, checkpoint, *flags, in_process=False, cpu=True):
     out = fairseq("fairseq-generate", [
         data, "--user-dir", PLUGIN, "--path", checkpoint, "--task", "sparse_translation",
         "--beam", "3", "--max-len-b", "20", "--batch-size", "16",
-        "--required-batch-size-multiple", "1", "--cpu", *flags], in_process)
+        "--required-batch-size-multiple", "1", *_device(cpu), *flags], in_process)
     return {line.split("\t")[0]: line.split("\t")[1:] for line in out.stdout.splitlines()
             if line.startswith("H-")}
