@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-TIERS = ("unit", "e2e")
+TIERS = ("unit", "e2e", "gpu")
 HELPERS = Path(__file__).parent / "helpers"
 # One thread for every test and every subprocess it starts: the tests' models are tiny,
 # and two threads per test on a busy 2-core machine spend most of their time waiting on
