@@ -66,7 +66,9 @@ from sparse_attn_plugin.results_io import markdown_table
 NORMALIZERS = tuple(name for name in NAMES if name not in ("hard", *CONSTRAINED))
 #: (label, batch, heads, queries, keys): encoder/decoder batches, one beam-search step.
 SHAPES = [("32x4x40x40", 32, 4, 40, 40), ("32x4x100x100", 32, 4, 100, 100),
-          ("160x4x1x40 (decode step, beam 5)", 160, 4, 1, 40)]
+          ("160x4x1x40 (decode step, beam 5)", 160, 4, 1, 40),
+          ("640x4x1x30 (decode step, beam 5, 128 sentences)", 640, 4, 1, 30),
+          ("20x4x1x12 (decode step, beam 5, 4 sentences)", 20, 4, 1, 12)]
 #: Zhao et al. 2019 Table 4: GPU end-to-end tokens/s ratios to softmax (train, infer).
 PAPER = {"softmax": (1.0, 1.0), "topk": (0.98, 0.94), "sparsemax": (0.80, 0.43),
          "entmax15": (0.82, 0.70), "entmax_alpha": (0.27, 0.09)}
@@ -86,17 +88,18 @@ def make_scores(batch, heads, tgt, src, causal, dtype, device, gen):
 
 
 def implementations(heads, device):
-    """Row label -> (function of the scores, its parameters): our modules computed
-    eagerly (``--attn-impl torch``; the name alone), by compiled kernels (``[compiled]``) and
-    on a GPU by the Triton kernels (``[triton]``), then each algorithm they choose among
-    and the entmax package's, alphas all alike."""
+    """Row label -> (function of the scores, its parameters): our modules with the default
+    ``--attn-impl auto`` (``[default]``), computed eagerly (``--attn-impl torch``; the name
+    alone), by compiled kernels (``[compiled]``) and on a GPU by the Triton kernels
+    (``[triton]``), then each algorithm they choose among and the entmax package's, alphas
+    all alike."""
     rows = {}
     fused = ("compiled", "triton") if torch.device(device).type == "cuda" and have_triton() \
         else ("compiled",)
     for name in NORMALIZERS:
-        for impl in ("torch", *fused) if name in COMPILED else ("torch",):
+        for impl in ("auto", "torch", *fused) if name in COMPILED else ("torch",):
             module = build_normalizer(name, heads, NormalizerOptions(attn_impl=impl)).to(device)
-            label = name if impl == "torch" else f"{name} [{impl}]"
+            label = {"torch": name, "auto": f"{name} [default]"}.get(impl, f"{name} [{impl}]")
             rows[label] = (module, list(module.parameters()))
     learned = rows["entmax_alpha"][0]
 
@@ -167,12 +170,15 @@ def markdown(results, labels, args, command, first_calls):
              + (", causal on square shapes" if args.causal else "") + "). The paper "
              "column is Zhao et al. (2019) Table 4: end-to-end tokens/s of whole fp16 "
              "models on a GPU, not directly comparable to these op-level ratios.", "",
-             "A name alone is our module computed eagerly (`--attn-impl torch`), `[compiled]` "
-             "the same by torch.compile'd kernels (`--attn-impl compiled`), `[triton]` (on a "
-             "GPU) by our Triton kernels (`--attn-impl triton`); `--attn-impl auto`, the "
-             "default, runs the fastest of them in a long run (the fused kernels join after "
-             "600 calls). `[sort]` and `[bisect]` are the entmax package's functions, "
-             "`[newton]` our solver called directly.", ""]
+             "A name alone is our module computed eagerly (`--attn-impl torch`), `[default]` "
+             "with the default `--attn-impl auto` (Triton's kernels on a CUDA device, the "
+             "eager ones elsewhere), `[compiled]` by torch.compile'd kernels (`--attn-impl "
+             "compiled`), `[triton]` (on a GPU) by our Triton kernels (`--attn-impl "
+             "triton`). `[sort]` and `[bisect]` are the entmax package's functions, "
+             "`[newton]` our solver called directly: the eager sparsemax and 1.5-entmax sort "
+             "below 65,536 scores on a CPU and solve by Newton from there on "
+             "(`normalizers/dispatch.py`; the shapes hold 204,800, 1,280,000, 25,600, 76,800 "
+             "and 960 scores).", ""]
     for col, (mode, title) in enumerate(MODES.items()):
         lines += [f"## {title}", "", "| normaliser | " + " | ".join(labels)
                   + " | paper (GPU, end-to-end) |", "|---" * (len(labels) + 2) + "|"]

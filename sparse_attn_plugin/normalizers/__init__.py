@@ -12,6 +12,7 @@ from ..errors import SettingsError
 from ..sites import SITES
 from .base import Normalizer, Softmax
 from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
+from .dispatch import IMPLS
 from .entmax_family import (
     ALPHA_MAX,
     ALPHA_MIN,
@@ -21,7 +22,6 @@ from .entmax_family import (
     Sparsemax,
     parse_alpha_init,
 )
-from .fastest import COMPILE_AFTER, IMPLS
 from .hard import HardRetrieval
 from .topk import TopK
 
@@ -43,9 +43,9 @@ class NormalizerOptions:
     attn_impl: str = field(default="auto", metadata={
         "help": "how the normalisers are computed: torch (eagerly), compiled (kernels fused "
                 "by torch.compile, compiled on first use), triton (Triton kernels, on a CUDA "
-                "device), or auto (the fastest of those that run on the device, timed on the "
-                "first batch of each sentence length; the compiled and Triton kernels join "
-                f"after {COMPILE_AFTER} calls, so short runs never compile)",
+                "device), or auto (the default: triton on a CUDA device where Triton is "
+                "installed, torch elsewhere; it never compiles with torch.compile nor times "
+                "anything)",
         "metavar": "IMPL", "choices": IMPLS})
     entmax_max_iter: int = field(default=30, metadata={
         "help": "iteration cap of learned alpha-entmax's safeguarded Newton solver for its "

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from .fastest import IMPLS
+from .dispatch import IMPLS
 from .fused_triton import check_available
 
 
@@ -53,10 +53,10 @@ class Normalizer(nn.Module, ABC):
     with at least one unmasked key per row.
 
     Args:
-        impl: how the normaliser is computed, one of :data:`~.fastest.IMPLS`: eagerly
+        impl: how the normaliser is computed, one of :data:`~.dispatch.IMPLS`: eagerly
             (``torch``), by compiled kernels (``compiled``), by Triton kernels
-            (``triton``, a CUDA device), or the fastest of them (``auto``); those with
-            one implementation ignore it.
+            (``triton``, a CUDA device), or ``auto``: Triton's on a CUDA device, eagerly
+            elsewhere; those with one implementation ignore it.
     """
 
     #: Whether :meth:`normalize` itself gives rows with every key masked all-zero weights

@@ -10,17 +10,17 @@ whose solution is ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` with
 ``tau`` chosen so that p sums to one. alpha -> 1 gives softmax, alpha = 2 gives
 sparsemax (Martins & Astudillo 2016), and every alpha > 1 can give exact zeros.
 
-Sparsemax and 1.5-entmax are computed exactly by whichever is faster on the device,
-measured (:mod:`.fastest`): the ``entmax`` package's sort-based algorithms or the
-safeguarded Newton solver of :mod:`.entmax_newton` (eager, compiled, or as the Triton
-kernels of :mod:`.fused_triton` on a GPU). Learned alpha uses that solver, which also
-gives the gradient with respect to alpha in closed form. All run in float32
-or float64 (the base class upcasts half precision, where the threshold is too coarse).
+Sparsemax and 1.5-entmax are computed exactly by the ``entmax`` package's sort-based
+algorithms or the safeguarded Newton solver of :mod:`.entmax_newton` (eager, compiled, or
+as the Triton kernels of :mod:`.fused_triton` on a GPU), as :mod:`.dispatch` picks them.
+Learned alpha uses that solver, which also gives the gradient with respect to alpha in
+closed form. All run in float32 or float64 (the base class upcasts half precision, where
+the threshold is too coarse).
 """
 
 import math
 from functools import lru_cache, partial
-from typing import Dict, Union
+from typing import Union
 
 import torch
 from entmax import entmax15, sparsemax
@@ -28,8 +28,8 @@ from torch import Tensor, nn
 
 from ..errors import SettingsError
 from .base import Normalizer, guarded
+from .dispatch import Implementations, sort_or_newton
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
-from .fastest import Fastest, by_impl
 from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
@@ -56,25 +56,27 @@ def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str
     return alpha
 
 
-#: Sparsemax's and 1.5-entmax's exact algorithms per ``--attn-impl``, timed on first use
-#: (the Newton solver zeroes rows with every key masked itself, the sort is guarded).
-SPARSEMAX = by_impl("sparsemax", {"sort": partial(guarded, partial(sparsemax, dim=-1)),
-                                  "newton": sparsemax_newton},
-                    {"newton, compiled": partial(sparsemax_newton, impl="compiled")},
-                    {"newton, triton": sparsemax_triton})
-ENTMAX15 = by_impl("1.5-entmax", {"sort": partial(guarded, partial(entmax15, dim=-1)),
-                                  "newton": entmax15_newton},
-                   {"newton, compiled": partial(entmax15_newton, impl="compiled")},
-                   {"newton, triton": entmax15_triton})
+#: Sparsemax's and 1.5-entmax's exact algorithms, as ``--attn-impl`` picks them (the
+#: Newton solver zeroes rows with every key masked itself, the sort is guarded).
+SPARSEMAX = Implementations(
+    "sparsemax",
+    {"sort": partial(guarded, partial(sparsemax, dim=-1)), "newton": sparsemax_newton},
+    ("newton, compiled", partial(sparsemax_newton, impl="compiled")),
+    ("newton, triton", sparsemax_triton), sort_or_newton)
+ENTMAX15 = Implementations(
+    "1.5-entmax",
+    {"sort": partial(guarded, partial(entmax15, dim=-1)), "newton": entmax15_newton},
+    ("newton, compiled", partial(entmax15_newton, impl="compiled")),
+    ("newton, triton", entmax15_triton), sort_or_newton)
 
 
 @lru_cache(maxsize=None)
-def _entmax_alpha(max_iter: int) -> Dict[str, Fastest]:
-    """Learned alpha-entmax's solver with this iteration cap, per ``--attn-impl``."""
-    return by_impl("alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter)},
-                   {"newton, compiled": partial(entmax_newton, max_iter=max_iter,
-                                                impl="compiled")},
-                   {"newton, triton": partial(entmax_triton, max_iter=max_iter)})
+def _entmax_alpha(max_iter: int) -> Implementations:
+    """Learned alpha-entmax's solver with this iteration cap, as ``--attn-impl`` picks it."""
+    return Implementations(
+        "alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter)},
+        ("newton, compiled", partial(entmax_newton, max_iter=max_iter, impl="compiled")),
+        ("newton, triton", partial(entmax_triton, max_iter=max_iter)))
 
 
 class Sparsemax(Normalizer):
@@ -83,7 +85,7 @@ class Sparsemax(Normalizer):
     zeroes_empty_rows = True
 
     def normalize(self, scores: Tensor) -> Tensor:
-        return SPARSEMAX[self.impl](scores)
+        return SPARSEMAX(self.impl, scores)
 
 
 class Entmax15(Normalizer):
@@ -92,7 +94,7 @@ class Entmax15(Normalizer):
     zeroes_empty_rows = True
 
     def normalize(self, scores: Tensor) -> Tensor:
-        return ENTMAX15[self.impl](scores)
+        return ENTMAX15(self.impl, scores)
 
 
 class EntmaxAlpha(Normalizer):
@@ -113,7 +115,7 @@ class EntmaxAlpha(Normalizer):
         alpha_init: initial alpha of every head, in [1.01, 2), or :data:`RANDOM_INIT`
             for ``z_h ~ N(0, 1)``, one draw per head.
         n_iter: iteration cap of the Newton solver, which stops on convergence.
-        impl: ``--attn-impl`` (:data:`~.fastest.IMPLS`).
+        impl: ``--attn-impl`` (:data:`~.dispatch.IMPLS`).
     """
 
     zeroes_empty_rows = True
@@ -157,7 +159,7 @@ class EntmaxAlpha(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         alpha = self.alpha().to(scores.dtype).view(1, -1, 1, 1)
-        return _entmax_alpha(self.n_iter)[self.impl](scores, alpha)
+        return _entmax_alpha(self.n_iter)(self.impl, scores, alpha)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.alpha_logit.numel()}, n_iter={self.n_iter}, impl={self.impl}"

@@ -189,6 +189,8 @@ class EntmaxNewtonFunction(torch.autograd.Function):
     def forward(ctx, scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
                 tol: Optional[float], impl: str):
         tol = TOLERANCE.get(scores.dtype, 1e-6) if tol is None else tol
+        if impl == "compiled":  # as plain tensors: no view's base or grad flag to guard on
+            scores, alpha = scores.detach(), alpha.detach()
         if impl == "compiled" and max_iter >= FIRST_STEPS:
             p, g, moved, *state = compiled(_first_steps)(scores, alpha, tol, FIRST_STEPS)
             if bool(moved):
@@ -210,6 +212,7 @@ class EntmaxNewtonFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dp: Tensor):
         p, g, *alpha = ctx.saved_tensors
+        dp = dp.detach()
         if alpha and ctx.needs_input_grad[1]:
             d_scores, d_alpha = _kernel(_grads, ctx.impl)(p, g, dp, alpha[0])
             return d_scores, d_alpha.sum_to_size(alpha[0].shape), None, None, None
@@ -223,16 +226,31 @@ def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = 
     """alpha-entmax of ``scores`` along ``dim`` for ``alpha`` in (1, 2] (a number, or a
     tensor broadcastable to ``scores`` with size 1 along ``dim``, e.g. one per head);
     differentiable in both. A slice with every entry ``-inf`` (every key masked) gets
-    all-zero weights and zero gradients. ``impl``:
-    one of :data:`IMPLS`."""
+    all-zero weights and zero gradients. ``impl``: one of :data:`IMPLS`; compiled, the
+    kernels see the scores as rows (:func:`as_rows`), and a single row or key (a graph
+    of its own for ``torch.compile``) is solved eagerly."""
     if dim not in (-1, scores.dim() - 1):
         scores = scores.transpose(dim, -1)
         if isinstance(alpha, Tensor):
             alpha = alpha.transpose(dim, -1)
         return entmax_newton(scores, alpha, -1, max_iter, tol, impl).transpose(dim, -1)
+    if impl == "compiled" and 1 < scores.size(-1) < scores.numel():
+        rows, alphas = as_rows(scores, alpha)
+        return EntmaxNewtonFunction.apply(rows, alphas, max_iter, tol, impl).view_as(scores)
     if not isinstance(alpha, Tensor):
         alpha = float(alpha)
-    return EntmaxNewtonFunction.apply(scores, alpha, max_iter, tol, impl)
+    return EntmaxNewtonFunction.apply(scores, alpha, max_iter, tol, "torch")
+
+
+def as_rows(scores: Tensor, alpha: Union[float, Tensor]):
+    """``scores`` as rows ``(N, S)`` and ``alpha`` as one value per row ``(N, 1)``, in the
+    scores' dtype: the one kind of input the compiled kernels see, whatever the alpha (a
+    number, or one per head) and the scores' shape, so that no alpha, batch or length
+    compiles them again. (A number passed as a Python float would be a constant of the
+    graph on torch versions that specialise floats, and each value a new compilation.)"""
+    rows = scores.reshape(-1, scores.size(-1))
+    alpha = torch.as_tensor(alpha, dtype=scores.dtype, device=scores.device)
+    return rows, alpha.expand(*scores.shape[:-1], 1).reshape(-1, 1).contiguous()
 
 
 def sparsemax_newton(scores: Tensor, dim: int = -1, impl: str = "torch") -> Tensor:

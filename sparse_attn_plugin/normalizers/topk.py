@@ -14,7 +14,7 @@ masking's own backward. When a row has fewer than k unmasked keys, the k-th larg
 keys, recomputed for each row (and so at every incremental decoding step).
 
 The general ``topk`` kernel sorts partially, row by row, and costs ten softmaxes on a
-CPU; the compiled path (``--attn-impl compiled``, or ``auto`` in a long run) finds ``t``
+CPU; the compiled path (``--attn-impl compiled``) finds ``t``
 by k - 1 steps down from the row maximum, fused with the masking and the softmax into one
 loop, and falls back on the general kernel for a batch where a tie makes that inexact.
 On a GPU, the Triton kernel of :mod:`.fused_triton` (``--attn-impl triton``) finds ``t``
@@ -22,14 +22,13 @@ with ties counted, masks and normalises in one pass over each row.
 """
 
 from functools import lru_cache, partial
-from typing import Dict
 
 import torch
 from torch import Tensor
 
 from .base import Normalizer, guarded
 from .compiled import compiled
-from .fastest import Fastest, by_impl
+from .dispatch import Implementations
 from .fused_triton import topk_triton
 
 NEG_INF = float("-inf")
@@ -79,8 +78,8 @@ class TopKSoftmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, scores: Tensor, k: int, fused: bool) -> Tensor:
         probs = None
-        if fused:
-            probs, exact = compiled(_fused_topk_weights)(scores, k)
+        if fused:  # as a plain tensor: no view's base or grad flag to guard on
+            probs, exact = compiled(_fused_topk_weights)(scores.detach(), k)
             probs = probs if bool(exact) else None
         if probs is None:
             probs = _softmax_of_kept(scores, scores >= kth_largest(scores, k),
@@ -93,21 +92,24 @@ class TopKSoftmax(torch.autograd.Function):
     def backward(ctx, d_probs: Tensor):
         (probs,) = ctx.saved_tensors
         grad = compiled(_softmax_grad) if ctx.fused else _softmax_grad
-        return grad(probs, d_probs), None, None
+        return grad(probs, d_probs.detach()), None, None
 
 
 def topk_softmax(scores: Tensor, k: int, impl: str = "torch") -> Tensor:
     """Top-k attention weights over the last dim (``k`` below its size); ``impl``
-    ``"torch"`` or ``"compiled"``."""
-    return TopKSoftmax.apply(scores, k, impl == "compiled")
+    ``"torch"`` or ``"compiled"`` (whose kernels see the scores as rows, so that no shape
+    compiles them again; a single row or key, a graph of its own, runs eagerly)."""
+    rows = scores.reshape(-1, scores.size(-1))
+    fused = impl == "compiled" and 1 < rows.size(-1) < rows.numel()
+    return TopKSoftmax.apply(rows, k, fused).view_as(scores)
 
 
 @lru_cache(maxsize=None)
-def _topk(k: int) -> Dict[str, Fastest]:
-    """The top-k kernels for this k, per ``--attn-impl``, timed on first use."""
-    return by_impl("top-k", {"topk kernel": lambda s: topk_softmax(s, k)},
-                   {"fused, compiled": lambda s: topk_softmax(s, k, "compiled")},
-                   {"fused, triton": lambda s: topk_triton(s, k)})
+def _topk(k: int) -> Implementations:
+    """The top-k kernels for this k, as ``--attn-impl`` picks them."""
+    return Implementations("top-k", {"topk kernel": lambda s: topk_softmax(s, k)},
+                           ("fused, compiled", lambda s: topk_softmax(s, k, "compiled")),
+                           ("fused, triton", lambda s: topk_triton(s, k)))
 
 
 class TopK(Normalizer):
@@ -117,7 +119,7 @@ class TopK(Normalizer):
         k: number of keys kept per query (8 is the paper's best of {4, 8, 16, 32, inf}).
         train_only: select the top k only in training mode; in evaluation mode this is
             plain softmax (the paper's Table 5 ablation).
-        impl: ``--attn-impl`` (:data:`~.fastest.IMPLS`).
+        impl: ``--attn-impl`` (:data:`~.dispatch.IMPLS`).
     """
 
     zeroes_empty_rows = True
@@ -131,7 +133,7 @@ class TopK(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         if self.k < scores.size(-1) and (self.training or not self.train_only):
-            return _topk(self.k)[self.impl](scores)
+            return _topk(self.k)(self.impl, scores)
         return guarded(partial(torch.softmax, dim=-1), scores)
 
     def extra_repr(self) -> str:

@@ -26,17 +26,17 @@ def with_ties(scores):
 
 def candidates(impl):
     """``pytest.param(function of the scores, its parameters, id=label)`` for every
-    candidate ``--attn-impl impl`` times for top-k (k = 3), sparsemax, 1.5-entmax and
+    kernel an explicit ``--attn-impl impl`` may run for top-k (k = 3), sparsemax, 1.5-entmax and
     learned alpha-entmax (per-head alphas for 3 heads)."""
     from sparse_attn_plugin.normalizers.entmax_family import ENTMAX15, SPARSEMAX, _entmax_alpha
     from sparse_attn_plugin.normalizers.topk import _topk
 
     alpha = torch.tensor([1.2, 1.5, 1.9], dtype=torch.float64).view(1, 3, 1, 1)
     found = []
-    for family, choosers, params in (("top-k", _topk(3), []), ("sparsemax", SPARSEMAX, []),
-                                     ("1.5-entmax", ENTMAX15, []),
-                                     ("alpha-entmax", _entmax_alpha(30), [alpha])):
-        for name, fn in choosers[impl].candidates.items():
+    for family, kernels, params in (("top-k", _topk(3), []), ("sparsemax", SPARSEMAX, []),
+                                    ("1.5-entmax", ENTMAX15, []),
+                                    ("alpha-entmax", _entmax_alpha(30), [alpha])):
+        for name, fn in kernels.kernels(impl).items():
             found.append(pytest.param(fn, params, id=f"{family} {name}"))
     return found
 

@@ -87,14 +87,41 @@ def test_new_lengths_and_batch_sizes_reuse_the_compiled_kernels():
     assert counters["stats"]["unique_graphs"] == graphs
 
 
-def test_kinds_of_alpha_grad_modes_and_shapes_past_dynamos_default_limit_stay_compiled():
-    alphas = [2.0, 1.5, torch.full((1, 2, 1, 1), 1.3, dtype=torch.float64)]
-    shapes = [(2, 2, 5, 5), (2, 2, 3, 7), (2, 2, 1, 7)]
+ALPHAS = [2.0, 1.5, 1.3, 1.7, "per head"]
+SHAPES = [(2, 2, 5, 5), (3, 2, 3, 7), (4, 2, 1, 9), (1, 2, 6, 4)]
+
+
+def run_kinds(dtype, mode, alphas=ALPHAS, shapes=SHAPES):
+    """alpha-entmax (``alphas``: numbers, or learned ones per head) and top-k compiled,
+    forward (and backward where ``mode`` is ``grad``), on scores of ``shapes`` and
+    ``dtype``, in ``mode``: ``grad``, ``no_grad`` (fairseq-generate) or ``inference``."""
+    context = {"grad": torch.enable_grad, "no_grad": torch.no_grad,
+               "inference": torch.inference_mode}[mode]
+    for alpha, shape in itertools.product(alphas, shapes):
+        if alpha == "per head":
+            alpha = torch.rand(1, 2, 1, 1, dtype=dtype).add(1.1).requires_grad_()
+        scores = torch.randn(*shape, dtype=dtype, requires_grad=mode == "grad")
+        with context():
+            for probs in (entmax_newton(scores, alpha, impl="compiled"),
+                          topk_softmax(scores, 3, "compiled")):
+                if mode == "grad":
+                    probs.backward(torch.randn_like(probs))
+
+
+def test_every_alpha_and_shape_shares_one_graph_per_dtype_and_mode_under_dynamos_limit():
+    """What made ``_first_steps`` hit dynamo's recompile limit on torch 2.11 (a graph per
+    Python-float alpha) and what else could (views, square shapes, grad flags): once one
+    number, the per-head alphas and one shape have run, no other alpha or shape compiles
+    anything, and no dtype or mode reaches the limit (dynamo's default, 8 per function:
+    nothing here raises it)."""
+    assert torch._dynamo.config.recompile_limit == 8
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-        for alpha, shape, grad in itertools.product(alphas, shapes, (True, False)):
-            scores = torch.randn(*shape, dtype=torch.float64, requires_grad=grad)
-            with torch.inference_mode(not grad):
-                entmax_newton(scores, alpha, impl="compiled")
+        for dtype, mode in itertools.product((torch.float64, torch.float32),
+                                             ("grad", "no_grad", "inference")):
+            run_kinds(dtype, mode, [2.0, "per head"], SHAPES[:1])
+            graphs = counters["stats"]["unique_graphs"]
+            run_kinds(dtype, mode)
+            assert counters["stats"]["unique_graphs"] == graphs, (dtype, mode)
 
 
 @pytest.mark.parametrize("fn,params", candidates("torch") + candidates("compiled"))

@@ -84,11 +84,12 @@ def test_fairseq_commands_get_the_plugin_package_as_user_dir():
 
 
 def test_tests_mirror_the_tiers_and_share_helpers_not_each_other():
-    """Every test module is in ``tests/unit`` or ``tests/e2e``; what tests share lives in
-    ``tests/helpers`` or ``conftest.py``, never in another test module."""
+    """Every test module is in a tier, ``tests/unit``, ``tests/e2e`` or ``tests/gpu``;
+    what tests share lives in ``tests/helpers`` or ``conftest.py``, never in another test
+    module."""
     tests = REPO / "tests"
     modules = sorted(tests.rglob("test_*.py"))
-    assert modules and {path.parent.name for path in modules} == {"unit", "e2e"}
+    assert modules and {path.parent.name for path in modules} == {"unit", "e2e", "gpu"}
     assert all(path.parent.parent == tests for path in modules)
     offenders = [(path.name, name) for path in modules for name in imported(path)
                  if name.split(".")[0].startswith("test_")]

@@ -1,0 +1,124 @@
+"""Which implementation of a normaliser runs: a fixed rule of ``--attn-impl`` and the
+scores' device and size. Nothing is timed and nothing is compiled unless asked.
+
+A normaliser may have several exact implementations (sparsemax and 1.5-entmax: the entmax
+package's sort or the safeguarded Newton solver of :mod:`.entmax_newton`), run eagerly,
+fused by ``torch.compile`` (:mod:`.compiled`) or as Triton kernels (:mod:`.fused_triton`).
+All agree to rounding, so the choice changes speed, not results. ``--attn-impl``
+(:data:`IMPLS`) picks:
+
+* ``torch``: eagerly, by the algorithm that is faster for scores of that device and size
+  (:func:`sort_or_newton`), a rule fixed by measurement;
+* ``compiled``: the kernels fused by ``torch.compile``, compiled on first use (seconds);
+* ``triton``: the Triton kernels, on a CUDA device;
+* ``auto``, the default: ``triton`` for scores on a CUDA device where Triton is installed
+  and the rows fit its kernels (at most ``MAX_COLS`` keys), ``torch`` elsewhere.
+
+Why ``auto`` is a rule and not a race: on an H100 the Triton kernels ran at 0.81-1.16 of
+softmax forward + backward at NMT shapes and at 1.05-1.75 of it in inference (learned
+alpha 0.37-0.56, still the fastest of its implementations there), and ``torch.compile``'s
+kernels, faster than the eager ones on a CPU in a long training, cost seconds of
+compilation for every kind of input, which a decode never earns back. Choosing by timing
+in the middle of a run, as this module once did, made the default decode 3-10x slower
+than any explicit choice.
+
+A Triton kernel that cannot run on this machine under ``auto`` (a GPU too old for Triton,
+no C compiler for its launcher) is left out for the rest of the process with one warning,
+and the eager implementation runs instead; under ``--attn-impl triton`` the error stands.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional, Set, Tuple
+
+import torch
+from torch import Tensor
+
+from .fused_triton import MAX_COLS, have_triton
+
+logger = logging.getLogger(__name__)
+
+#: Values of ``--attn-impl``.
+IMPLS = ("auto", "torch", "compiled", "triton")
+
+#: An implementation: its name (as logged) and its function of the scores and ``*args``.
+Kernel = Tuple[str, Callable[..., Tensor]]
+
+#: Scores (elements of one call) from which the Newton solver beats the entmax package's
+#: sort on a CPU: 2-4x faster from 200k on (training), about even near 60k (a decoding
+#: step of 128 sentences, beam 5), 1.4-2.6x slower below 10k, where its per-step overhead
+#: dominates (``benchmarks/bench_normalizers.py``, ``[sort]`` against ``[newton]``).
+NEWTON_FROM = 1 << 16
+
+_triton_failed = False
+
+
+def resolve(impl: str, scores: Tensor) -> str:
+    """The implementation ``impl`` runs for ``scores``: itself, or for ``auto`` ``triton``
+    where it fits (a CUDA tensor, Triton installed and working, rows of at most
+    ``MAX_COLS`` keys) and ``torch`` elsewhere."""
+    if impl != "auto":
+        return impl
+    fits = scores.is_cuda and scores.size(-1) <= MAX_COLS
+    return "triton" if fits and not _triton_failed and have_triton() else "torch"
+
+
+def sort_or_newton(scores: Tensor) -> str:
+    """The eager rule for sparsemax and 1.5-entmax: ``sort`` on a GPU (0.43 of softmax
+    against the eager Newton solver's 0.29 on an H100, where each Newton step is several
+    kernel launches) and for fewer than :data:`NEWTON_FROM` scores on a CPU, ``newton``
+    for more."""
+    return "sort" if scores.is_cuda or scores.numel() < NEWTON_FROM else "newton"
+
+
+@dataclass
+class Implementations:
+    """One normaliser's implementations: ``eager`` its eager kernels by name, of which
+    ``eager_rule`` names the one to run for given scores (by default the first),
+    ``compiled`` and ``triton`` its fused kernels. Called with ``--attn-impl`` and the
+    scores (and the kernels' further arguments), it runs the one :func:`resolve` names,
+    and logs which, once per implementation and device."""
+
+    family: str
+    eager: Dict[str, Callable[..., Tensor]]
+    compiled: Kernel
+    triton: Kernel
+    eager_rule: Optional[Callable[[Tensor], str]] = None
+    announced: Set[Tuple[str, str, str]] = field(default_factory=set)
+
+    def kernels(self, impl: str) -> Dict[str, Callable[..., Tensor]]:
+        """Every kernel an explicit ``--attn-impl impl`` may run, by name."""
+        return self.eager if impl == "torch" else dict([getattr(self, impl)])
+
+    def pick(self, impl: str, scores: Tensor) -> Kernel:
+        """The kernel ``--attn-impl impl`` runs for ``scores``."""
+        chosen = resolve(impl, scores)
+        if chosen != "torch":
+            return getattr(self, chosen)
+        name = self.eager_rule(scores) if self.eager_rule else next(iter(self.eager))
+        return name, self.eager[name]
+
+    def __call__(self, impl: str, scores: Tensor, *args) -> Tensor:
+        name, kernel = self.pick(impl, scores)
+        key = (impl, scores.device.type, name)
+        if key not in self.announced:
+            self.announced.add(key)
+            logger.info("%s on %s with --attn-impl %s: %s", self.family, key[1], impl, name)
+        if impl != "auto" or kernel is not self.triton[1]:
+            return kernel(scores, *args)
+        try:
+            return kernel(scores, *args)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as error:  # Triton cannot compile or launch here
+            _leave_out_triton(self.family, error)
+        return self(impl, scores, *args)
+
+
+def _leave_out_triton(family: str, error: Exception) -> None:
+    global _triton_failed
+    _triton_failed = True
+    reason = str(error).strip().splitlines()
+    logger.warning("%s: the Triton kernels cannot run here (%s%s); --attn-impl auto runs "
+                   "the eager ones for the rest of this process", family,
+                   type(error).__name__, f": {reason[0]}" if reason else "")
