@@ -165,7 +165,9 @@ endif
 	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(WHEELS) .
 	needs=$$(mktemp) && trap 'rm -f $$needs' EXIT && \
 	  for w in $(WHEELS)/sparse_attn_plugin-*.whl $(WHEELS)/entmax-*.whl; do \
-	    unzip -p $$w '*.dist-info/METADATA'; done | sed -n 's/^Requires-Dist: *//p' | \
+	    $(PYTHON) -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
+	      print(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())' \
+	      $$w; done | sed -n 's/^Requires-Dist: *//p' | \
 	    grep -v 'extra *==' | grep -v -E '^(torch|entmax)\b' > $$needs && \
 	  $(DOWNLOAD) --find-links $(WHEELS) -c <(echo 'torch<0') "numpy>=1.24,<2.3" cython setuptools \
 	    wheel $(FAIRSEQ_NEEDS) -r $$needs \
