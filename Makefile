@@ -162,7 +162,11 @@ endif
 	         "PYTHON=<a Python $(WHEELS_PYTHON) with torch, numpy and cython>" >&2; exit 1; }; \
 	  $(PYTHON) -m pip wheel --no-deps --no-build-isolation --wheel-dir $(WHEELS) "$(FAIRSEQ_SPEC)"; }
 	$(DOWNLOAD) --no-deps "pycocoevalcap==1.2" "$(NEED_TORCH)"
-	$(PYTHON) -m pip wheel --no-deps --wheel-dir $(WHEELS) .
+	# this package, from a copy of the checkout's files (setuptools would add stale ones in build/)
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then src=$$(mktemp -d); \
+	  trap 'rm -rf $$src' EXIT; git ls-files -z --cached --others --exclude-standard | \
+	  tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C $$src; else src=.; fi; \
+	  $(PYTHON) -m pip wheel --no-deps --wheel-dir $(WHEELS) $$src
 	needs=$$(mktemp) && trap 'rm -f $$needs' EXIT && \
 	  for w in $(WHEELS)/sparse_attn_plugin-*.whl $(WHEELS)/entmax-*.whl; do \
 	    $(PYTHON) -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \

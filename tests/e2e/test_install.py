@@ -220,7 +220,7 @@ def test_make_wheels_plans_binary_downloads_for_the_python_and_platform_named(
     assert "-c <(echo 'torch<0')" in downloads[-1]
     assert '--no-deps "pycocoevalcap==1.2" "entmax>=1.3"' in planned
     assert "pip wheel --no-deps --wheel-dir /w antlr4-python3-runtime==4.9.3" in planned
-    assert "pip wheel --no-deps --wheel-dir /w ." in planned
+    assert "pip wheel --no-deps --wheel-dir /w $src" in planned  # a clean copy of the checkout
 
 
 def test_make_wheels_needs_a_folder():
