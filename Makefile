@@ -48,6 +48,11 @@ FAIRSEQ_NEEDS := hydra-core==1.3.2 omegaconf==2.3.0 bitarray cffi regex sacreble
 # fairseq's extensions against it (they link torch; pip's wheel cache would hand back ones
 # built against the old torch).
 STAMP := $(VENV)/.installed
+# numpy 2.2 is what fairseq-fixed was tested with here; with TORCH=system, the numpy beside
+# that torch is kept (2.5 with torch 2.11+cu130 on an H100 ran fairseq): a second, older one
+# in the venv would shadow it for every package built against it.
+COMMA := ,
+NUMPY_SPEC := $(if $(filter system,$(TORCH)),numpy>=1.24,numpy>=1.24$(COMMA)<2.3)
 ifeq ($(TORCH),system)
 # TORCH=system: $(PYTHON) is asked, without importing torch, for torch's version, its own
 # Python version, triton's version ("none" if absent), the folder holding torch and its site
@@ -110,7 +115,7 @@ ifeq ($(TORCH),system)
 else
 	$(PIP_INSTALL) $(if $(WHEELS),,$(TORCH_INDEX)) "$(TORCH)"
 endif
-	$(PIP_INSTALL) "numpy>=1.24,<2.3" cython setuptools wheel
+	$(PIP_INSTALL) "$(NUMPY_SPEC)" cython setuptools wheel
 ifeq ($(TORCH),system)
 	# its own fairseq, even where $(PYTHON) has one
 	$(BIN)/python -c 'import sys, fairseq; sys.exit(not fairseq.__file__.startswith(sys.prefix))' \
@@ -173,7 +178,7 @@ endif
 	      print(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())' \
 	      $$w; done | sed -n 's/^Requires-Dist: *//p' | \
 	    grep -v 'extra *==' | grep -v -E '^(torch|entmax)\b' > $$needs && \
-	  $(DOWNLOAD) --find-links $(WHEELS) -c <(echo 'torch<0') "numpy>=1.24,<2.3" cython setuptools \
+	  $(DOWNLOAD) --find-links $(WHEELS) -c <(echo 'torch<0') "$(NUMPY_SPEC)" cython setuptools \
 	    wheel $(FAIRSEQ_NEEDS) -r $$needs \
 	    -r $(if $(filter system,$(TORCH)),<(grep -v '^triton' requirements-dev.txt),requirements-dev.txt)
 
