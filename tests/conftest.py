@@ -23,10 +23,62 @@ os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+#: Skips CI may have, each with its reason: none. Under CI any other skip fails the run.
+EXPECTED_CI_SKIPS = {}
+_skipped = []
+
+
 def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``requires(NAME)`` whose NAME (:data:`helpers.REQUIREMENTS`) this
+    machine lacks is skipped; under CI, which has them all, it fails with one line."""
+    from helpers import REQUIREMENTS
+
+    for marker in item.iter_markers("requires"):
+        for name in marker.args:
+            present, what = REQUIREMENTS[name]
+            if not present():
+                if os.environ.get("CI"):
+                    pytest.fail(f"CI lacks {what}, which this test needs", pytrace=False)
+                pytest.skip(f"needs {what}")
+
+
+def pytest_runtest_logreport(report):
+    """Record each skipped test and its reason (xfails are not skips)."""
+    if report.skipped and not hasattr(report, "wasxfail") and report.when in ("setup", "call"):
+        _skipped.append((report.nodeid, report.longrepr[-1] if isinstance(
+            report.longrepr, tuple) else str(report.longrepr)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The run's skips, counted with their reasons; under CI, those not in
+    :data:`EXPECTED_CI_SKIPS`, which fail the run (:func:`pytest_sessionfinish`)."""
+    reasons = {}
+    for nodeid, reason in _skipped:
+        reasons.setdefault(reason, []).append(nodeid)
+    terminalreporter.write_line(f"skips: {len(_skipped)}" + "".join(
+        f"\n  {len(ids)} x {reason}" for reason, ids in sorted(reasons.items())))
+    for nodeid in _unexpected():
+        terminalreporter.write_line(f"CI: unexpected skip of {nodeid} (a skip under CI must "
+                                    "be listed in EXPECTED_CI_SKIPS with its reason)")
+
+
+def _unexpected():
+    if not os.environ.get("CI"):
+        return []
+    return [nodeid for nodeid, _ in _skipped if nodeid not in EXPECTED_CI_SKIPS]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under CI, an unexpected skip fails the run (in the process that reports it, not
+    in pytest-xdist's workers)."""
+    if not hasattr(session.config, "workerinput") and _unexpected() and exitstatus == 0:
+        session.exitstatus = 1
 
 
 def pytest_collection_modifyitems(items):

@@ -27,7 +27,7 @@ from data_prep import (
 )
 from sparse_attn_plugin import files
 
-from helpers import REALDATA, load_benchmark
+from helpers import REALDATA, load_benchmark, needs_realdata
 from helpers.corpora import load_split
 
 
@@ -302,8 +302,7 @@ REAL_WMT14 = (REALDATA
               / "wmt14_en-de" / "text")
 
 
-@pytest.mark.skipif(not REAL_WMT14.is_dir(), reason=f"needs the real newstest files in "
-                    f"{REAL_WMT14} (../shared/realdata, which CI has)")
+@needs_realdata
 def test_wmt14_validates_on_the_real_newstest2012_and_2013_as_xu_et_al(tmp_path):
     """Xu et al. (2021), section 4.1: validation on newstest2012 + newstest2013, training
     sentences of at most 256 subwords (here 16, on the fixture's training text)."""

@@ -13,7 +13,7 @@ from sparse_attn_plugin.evaluation.rep import corpus_rep
 from sparse_attn_plugin.evaluation.significance import paired_bootstrap
 from sparse_attn_plugin.evaluation.text import remove_bpe
 
-from helpers import BIN
+from helpers import BIN, needs_java
 
 HYPS = ["the cat sat on the mat .", "a dog a dog barked", "very very good"]
 REFS = ["the cat sat on a mat .", "the dog barked", "very good"]
@@ -161,7 +161,7 @@ def test_unknown_metric_is_an_argument_error(files, capsys):
                              "cider")
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
+@needs_java
 def test_meteor_through_the_cli_equals_the_driver(files):
     scores = run(["--hyp", str(files / "hyp"), "--ref", str(files / "ref"), "--metrics",
                    "meteor,rep", "--per-sentence", str(files / "per.tsv")])

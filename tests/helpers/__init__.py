@@ -6,6 +6,7 @@ of this package hold runners, stand-ins and references (:mod:`.fairseq_runs`,
 
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,10 +15,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PLUGIN = str(REPO / "sparse_attn_plugin")  # --user-dir, whatever the working directory
-#: ``../shared/realdata``: the real release files CI has beside the checkout.
-REALDATA = REPO.parent / "shared" / "realdata"
-needs_realdata = pytest.mark.skipif(
-    not REALDATA.is_dir(), reason=f"needs ../shared/realdata ({REALDATA} is absent)")
+#: ``../shared/realdata``: the real release files CI has beside the checkout (elsewhere,
+#: e.g. for a copy of the checkout: ``SPARSE_ATTN_REALDATA=DIR``).
+REALDATA = Path(os.environ.get("SPARSE_ATTN_REALDATA", REPO.parent / "shared" / "realdata"))
+
+#: What some tests need of the machine (``@pytest.mark.requires(NAME)``): how to tell it is
+#: there, and what it is. Where it is missing such a test is skipped, except under CI
+#: (``CI`` set), which has all of them: there it fails with one line (tests/conftest.py).
+REQUIREMENTS = {
+    "realdata": (REALDATA.is_dir, f"../shared/realdata ({REALDATA})"),
+    "java": (lambda: shutil.which("java") is not None, "Java, for METEOR (java on PATH)"),
+    "triton": (lambda: importlib.util.find_spec("triton") is not None,
+               "the triton package (Linux x86_64)"),
+}
+needs_realdata = pytest.mark.requires("realdata")
+needs_java = pytest.mark.requires("java")
 
 
 def fairseq_env():

@@ -26,7 +26,7 @@ from helpers.scores import (
     with_ties,
 )
 
-pytest.importorskip("triton", reason="the triton package is not installed (Linux x86_64 only)")
+pytestmark = pytest.mark.requires("triton")
 
 DEVICE = ("cuda" if os.environ.get("TRITON_INTERPRET") == "0" and torch.cuda.is_available()
           else "cpu")

@@ -2,7 +2,6 @@
 
 import random
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -14,10 +13,10 @@ from sparse_attn_plugin.evaluation.meteor import (
     find_meteor_jar,
 )
 
+from helpers import needs_java
+
 # One worker runs the module: its fixtures start Java with the English tables (about 10 s).
-pytestmark = [pytest.mark.skipif(shutil.which("java") is None,
-                                 reason="METEOR needs Java (java is not on PATH)"),
-              pytest.mark.xdist_group("meteor"), pytest.mark.slow]
+pytestmark = [needs_java, pytest.mark.xdist_group("meteor"), pytest.mark.slow]
 
 EN_HYP = ["the cat is on the mat .", "The fast brown fox jumped over a lazy dog!", "",
           "he said that the meeting would be postponed", "it was a big house", "Thank you ."]

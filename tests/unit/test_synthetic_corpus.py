@@ -192,7 +192,6 @@ def test_failed_regeneration_invalidates_manifest(corpus, tmp_path, monkeypatch)
 
 
 def test_binarize(corpus, tmp_path):
-    pytest.importorskip("fairseq")
     dest = str(tmp_path / "bin")
     assert binarize(corpus, dest) == dest
     names = set(os.listdir(dest))
