@@ -32,6 +32,7 @@ divided by its denominator measured in the same round) with their minimum and ma
 """
 
 import argparse
+import os
 import shlex
 import shutil
 import statistics
@@ -188,7 +189,7 @@ def fairseq_train(data, model, rows, args, flags, work, checkpoint):
             trained = pipeline.train(
                 data, run_dir, [*flags, *row_flags(row, model), *([] if keep else ["--no-save"])],
                 args.updates or MODELS[model][1], desc=f"{model} round {r + 1} {row.label}",
-                skip_first_interval=True)
+                skip_first_interval=True, env=args.env)
             words[row.label][r] = trained.words_per_second
             if keep:
                 shutil.copy(trained.checkpoint, checkpoint)
@@ -208,7 +209,7 @@ def fairseq_generate(data, model, rows, args, checkpoint, work):
         for row in rotated(rows, r):
             log = work / f"{model}-generate-{rows.index(row)}.log"
             out = pipeline.generate(data, fairseq_copy if row.fairseq else checkpoint,
-                                    [*flags, *row_overrides(row)], log)
+                                    [*flags, *row_overrides(row)], log, env=args.env)
             if r >= 0:
                 speed[row.label][r] = out.sentences_per_second
                 hypotheses.setdefault(row.label, out.output.hypotheses)
@@ -392,6 +393,9 @@ def parse_args(argv):
     parser.add_argument("--test-size", type=int, default=200)
     parser.add_argument("--gen-warmup", type=int, default=1,
                         help="untimed fairseq-generate runs per row before the rounds")
+    parser.add_argument("--threads", type=int,
+                        help="CPU threads of this process and of fairseq's commands (default: "
+                             "torch's; on a shared machine 1 is steadier)")
     parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run for tests: 2 rounds, 10 updates, 2 batches, 16 "
@@ -418,12 +422,19 @@ def parse_args(argv):
         parser.error("--fp16 needs --device cuda")
     if "triton" in args.impls and args.device != "cuda":
         parser.error("--attn-impls triton needs --device cuda")
-    if min(args.rounds, args.batches, args.length, args.test_size) < 1 or args.gen_warmup < 0:
-        parser.error("--rounds, --batches, --length and --test-size must be positive")
+    if min(args.rounds, args.batches, args.length, args.test_size, args.threads or 1) < 1 \
+            or args.gen_warmup < 0:
+        parser.error("--rounds, --batches, --length, --test-size and --threads must be "
+                     "positive")
     if args.updates is not None and args.updates < 10:
         parser.error("--updates must be at least 10 (speed is read every 5 updates)")
     args.device_flags = (["--cpu"] if args.device == "cpu" else []) + (
         ["--fp16"] if args.fp16 else [])
+    args.env = None
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        args.env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+                        MKL_NUM_THREADS=str(args.threads))
     return args
 
 
@@ -467,7 +478,8 @@ def main(argv=None):
             results[model] = run_model(data, model, rows, args, work)
             print(f"{model}: done after {time.time() - started:.0f} s", file=sys.stderr)
     report = render(results, rows, args, command)
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+                if k != "env"}
     write_text_atomic(args.out / "end_to_end.md", report)
     write_json_atomic(args.out / "end_to_end.json", {
         "command": command, "commit": git_commit(), "machine": describe_machine(),

@@ -20,8 +20,8 @@ ROWS = ("fairseq transformer", "softmax", "topk", "topk [torch]")
 def quick_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("end-to-end")
     command = [sys.executable, "benchmarks/bench_end_to_end.py", "--quick", "--models", "demo",
-               "--attn-fns", "topk", "--attn-impls", "torch", "--out", str(folder / "out"),
-               "--work-dir", str(folder / "work")]
+               "--attn-fns", "topk", "--attn-impls", "torch", "--threads", "1",
+               "--out", str(folder / "out"), "--work-dir", str(folder / "work")]
     done = subprocess.run(command, cwd=REPO, env=fairseq_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder, done.stdout
