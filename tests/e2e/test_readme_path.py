@@ -13,9 +13,13 @@ import pytest
 import torch
 
 from data_prep import fixtures
+from sparse_attn_plugin.evaluation import read_generate_output
+from sparse_attn_plugin.evaluation.text import remove_bpe
+from sparse_attn_plugin.files import read_lines
 
 from helpers import REPO, fairseq_env
 from helpers.corpora import load_split
+from helpers.metrics import rescored
 
 CLIENT = REPO / "tests" / "helpers" / "fairseq_client.py"
 
@@ -61,5 +65,12 @@ fairseq-generate() {{ {client} fairseq-generate "$@" --cpu --max-len-b 20; }}
                       if line.startswith("H-")]
         assert len(hypotheses) == test_pairs  # no sentence dropped
         scores = json.loads((folder / "scores.json").read_text())
-        assert 0 <= scores["bleu"]["score"] <= 100 and scores["rep"]["score"] >= 0
+        # the scores recomputed from the translations fairseq-generate saved (sacrebleu's
+        # BLEU, REP as Malaviya et al.'s rep_score.py), subwords merged as --remove-bpe
+        out = read_generate_output(read_lines(folder / "test.out"))
+        merged = [[remove_bpe(line, "subword_nmt") for line in lines]
+                  for lines in (out.hypotheses, out.references)]
+        expected = rescored(*merged, bleu={"tokenize": "none"})
+        assert (scores["bleu"]["score"], scores["rep"]["score"]) == (expected["bleu"],
+                                                                     expected["rep"])
         assert "tok:none" in scores["bleu"]["signature"]
