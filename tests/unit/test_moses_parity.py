@@ -59,7 +59,19 @@ def test_multi30k_tokenised_files_line_for_line(split, lang):
                       f"multi30k/tok/{split}.{lang}")
 
 
-# Outputs of the Perl scripts on lines that the real files above do not exercise.
+# Outputs of the Perl scripts on lines that the real files above do not exercise, as
+# moses-smt/mosesdecoder prints them at two commits: master 34452895f (2025-02-03; the
+# rules of moses="2019", the default) and 3a0631a05b7f (2017-12-12; moses="2017"). Each
+# line was fed to the scripts of a checkout of that commit as
+#   printf '%s\n' 'LINE' | perl scripts/tokenizer/normalize-punctuation.perl -l LANG
+#   printf '%s\n' 'LINE' | perl scripts/tokenizer/tokenizer.perl -l en -q -b
+#   printf '%s\n' 'LINE' | perl scripts/tokenizer/tokenizer.perl -l en -q -b \
+#       | perl scripts/tokenizer/lowercase.perl                  (the Greek line)
+#   printf 'a\xc2\xa0\xe2\x80\x8bb\tc\n' | perl scripts/tokenizer/remove-non-printing-char.perl
+# (perl 5.36; -q -b only silence and unbuffer it) and printed every output asserted below,
+# byte for byte (checked again against both commits when these comments were written).
+# Where only one version is asserted the other commit printed the same, except where a
+# test gives both.
 def test_punctuation_normalisation_as_the_perl_script():
     # the German-style quote rules hold for every language but en, cs, cz: Romanian too
     assert text.punctuation_normalizer("ro")('El a spus ,"bine."') == 'El a spus ",bine".'

@@ -1,4 +1,13 @@
-"""REP on hand-computed cases, in the reference script's reading."""
+"""REP on hand-computed cases, in the reference script's reading.
+
+Source of every expected value: Malaviya et al.'s own scorer, ``coverage-eval/rep_score.py``
+of Unbabel/sparse_constrained_attention (commit 55111dc, 2018-06-11; the file last changed
+in 57a9496, moved unchanged from ``generate_results/`` at ce8eedf), run on one-line
+hypothesis and reference files as ``python3 rep_score.py -r REF -p PRED``: it printed
+``REP_SCORE: N.0`` with N the expected value of each of the 9 sentence cases; with
+``--normalize`` (as its ``run_coverage_metrics.sh`` runs it) on the three-sentence corpus
+below, ``REP_SCORE: 11.0, NORMALIZED_REP_SCORE: 183.33``. The comments give the
+arithmetic of the script's two terms (``-w1 1 -w2 2``, its defaults)."""
 
 import pytest
 from hypothesis import given
@@ -32,6 +41,7 @@ def test_hand_computed_sentences(hyp, ref, expected):
 
 
 def test_corpus_score_is_normalised_by_reference_tokens():
+    # rep_score.py --normalize: REP_SCORE: 11.0, NORMALIZED_REP_SCORE: 183.33
     result = corpus_rep(["the cat and the cat", "very very very very", ""],
                         ["a dog", "very", "the cat sat"])
     assert result.sentences == [2, 9, 0]
