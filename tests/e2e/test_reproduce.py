@@ -16,6 +16,8 @@ from fairseq import options
 
 from data_prep import recipe, wmt14_en_de
 from data_prep.synthetic import binarize, build_lexicon, write_corpus
+from sparse_attn_plugin.evaluation import Meteor
+from sparse_attn_plugin.evaluation.aligner import Aligner
 from sparse_attn_plugin.experiments import pipeline, reproduce
 from sparse_attn_plugin.experiments.reproduction import batch, fertility_data
 from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
@@ -24,6 +26,7 @@ from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 
 from helpers import PLUGIN, REPO
 from helpers.fakes import fake_generate, fake_train
+from helpers.metrics import assert_decodings_score_their_outputs, keeping_outputs, read_outputs
 
 pytestmark = pytest.mark.usefixtures("fast_fairseq")
 
@@ -41,8 +44,13 @@ def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
     assert set(record["decoded"]) == {reproduction_config.decoding_key(row) for row in rows}
     assert len(record["decoded"]) == 6  # 4 trained models + 2 decode-time switches
     for decoded in record["decoded"].values():
-        assert decoded["sentences"] == 30 and 0 <= decoded["bleu"] <= 100
-        assert decoded["sentences_per_second"] > 0
+        assert decoded["sentences"] == 30 and decoded["sentences_per_second"] > 0
+    # each BLEU recomputed with sacrebleu from the translations fairseq-generate saved
+    # (one log a decoding), with the smoke settings' options
+    assert_decodings_score_their_outputs(
+        {key: {"bleu": d["bleu"]} for key, d in record["decoded"].items()},
+        read_outputs(sorted((tmp_path / "work").glob("generate-*.log"))),
+        bleu=reproduction_config.run_settings(config, True)["bleu"], rep=False)
     assert set(record["trained"]) == set(config["models"])
     report = (out / "smoke.md").read_text()
     assert "SMOKE RUN" in report and "- commit:" in report
@@ -195,10 +203,10 @@ def test_constrained_smoke_wires_fertility_sources_generation_flags_and_metrics(
         tmp_path, monkeypatch, synthetic_bin):
     """The whole Malaviya config in smoke mode with fairseq's two commands faked: which
     data, flags and checkpoints each model gets; real aligner, METEOR, REP and DROP."""
-    trained, generated = [], []
+    trained, generated, outputs = [], [], []
     monkeypatch.setattr(reproduce, "SMOKE_CORPUS", TINY_CORPUS)
     monkeypatch.setattr(pipeline, "train", fake_train(trained))
-    monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
+    monkeypatch.setattr(pipeline, "generate", keeping_outputs(fake_generate(generated), outputs))
     work, out = tmp_path / "work", tmp_path / "out"
     reproduce.main([MALAVIYA, "--smoke", "--data", synthetic_bin, "--updates", "3",
                     "--work-dir", work, "--out", out])
@@ -245,10 +253,20 @@ def test_constrained_smoke_wires_fertility_sources_generation_flags_and_metrics(
     record = json.loads((out / "smoke.json").read_text())
     assert len(record["decoded"]) == 15 and record["metrics"] == ["BLEU", "METEOR", "REP", "DROP"]
     for decoded in record["decoded"].values():
-        assert 0 < decoded["meteor"] < 100 and decoded["rep"] > 0 and decoded["drop"] > 0
         assert set(decoded["drop_by_symmetrization"]) == {"grow-diag-final-and", "forward"}
-    (aligner,) = record["aligners"].values()  # one aligner: no BPE to undo here
+    ((path, aligner),) = record["aligners"].items()  # one aligner: no BPE to undo here
     assert aligner["pairs"] == 300 and aligner["sink_token"] == "<SINK>"
+    # every metric recomputed from the translations each decoding scored (what the fake
+    # generate returned): sacrebleu's BLEU, Meteor 1.5 of its own, REP and DROP as
+    # Malaviya et al.'s scripts with the aligner the run saved; the fake leaves something
+    # for REP and DROP to find, so neither is zero
+    config = reproduction_config.load_config(MALAVIYA)
+    with Meteor(config["smoke"]["meteor"]["language"]) as meteor:
+        assert_decodings_score_their_outputs(
+            record["decoded"], outputs, bleu=config["smoke"]["bleu"], meteor=meteor,
+            aligner=Aligner.load(path),
+            symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
+    assert all(d["rep"] > 0 and d["drop"] > 0 for d in record["decoded"].values())
 
     report = (out / "smoke.md").read_text()
     assert "**symmetrisation: grow-diag-final-and** (also forward" in report
@@ -277,7 +295,11 @@ def test_constrained_model_on_the_aligners_fertilities_really_trains_and_decodes
                     "--work-dir", tmp_path / "work", "--out", tmp_path / "out"])
     record = json.loads((tmp_path / "out" / "smoke.json").read_text())
     (decoded,) = record["decoded"].values()
-    assert decoded["sentences"] == 40 and decoded["rep"] >= 0
+    assert decoded["sentences"] == 40
+    # BLEU (sacrebleu) and REP (as rep_score.py) recomputed from the saved translations
+    assert_decodings_score_their_outputs(
+        record["decoded"], read_outputs((tmp_path / "work").glob("generate-*.log")),
+        bleu=json.loads(MALAVIYA.read_text())["smoke"]["bleu"])
     log = (tmp_path / "work" / "csparsemax-predicted-c-0-2-aligner-fertilities" /
            "train.log").read_text()
     assert f"fertilities of 300 train sentences from {tmp_path / 'work' / 'data-aligner'}" in log
@@ -291,9 +313,14 @@ def test_constrained_smoke_runs_every_table_row(tmp_path, monkeypatch):
                     "--out", tmp_path / "out"])
     record = json.loads((tmp_path / "out" / "smoke.json").read_text())
     assert len(record["trained"]) == 13 and len(record["decoded"]) == 15
-    for decoded in record["decoded"].values():
-        assert decoded["sentences"] == 30 and 0 <= decoded["bleu"] <= 100
-        assert {"meteor", "rep", "drop"} <= set(decoded)
+    assert all(decoded["sentences"] == 30 for decoded in record["decoded"].values())
+    config = reproduction_config.load_config(MALAVIYA)
+    ((path, _),) = record["aligners"].items()
+    with Meteor(config["smoke"]["meteor"]["language"]) as meteor:
+        assert_decodings_score_their_outputs(
+            record["decoded"], read_outputs((tmp_path / "work").glob("generate-*.log")),
+            bleu=config["smoke"]["bleu"], meteor=meteor, aligner=Aligner.load(path),
+            symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
 
 
 @pytest.mark.parametrize("edit,message", [

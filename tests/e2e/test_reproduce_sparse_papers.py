@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from data_prep.synthetic import binarize, write_corpus
+from sparse_attn_plugin.evaluation import Meteor
+from sparse_attn_plugin.evaluation.aligner import Aligner
 from sparse_attn_plugin.experiments import pipeline, reproduce
 from sparse_attn_plugin.experiments.reproduction import batch, selection
 from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
@@ -19,6 +21,7 @@ from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
 from helpers import REPO
 from helpers.fakes import fake_generate, fake_train
+from helpers.metrics import assert_decodings_score_their_outputs, keeping_outputs
 
 pytestmark = pytest.mark.usefixtures("fast_fairseq")
 
@@ -98,9 +101,9 @@ def test_adaptively_sparse_plans_three_normalisers_on_four_corpora():
 def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
         tmp_path, monkeypatch, synthetic_bin):
     """The whole Zhao et al. config in smoke mode with fairseq's two commands faked."""
-    trained, generated = [], []
+    trained, generated, outputs = [], [], []
     monkeypatch.setattr(pipeline, "train", fake_train(trained))
-    monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
+    monkeypatch.setattr(pipeline, "generate", keeping_outputs(fake_generate(generated), outputs))
     out = tmp_path / "out"
     reproduce.main([edited(tmp_path, average_every_two), "--smoke", "--data", synthetic_bin,
                     "--updates", "3", "--work-dir", tmp_path / "work", "--out", out])
@@ -124,6 +127,15 @@ def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
     assert record["metrics"] == ["BLEU", "METEOR", "REP", "DROP", "speed", "train_speed"]
     assert all(t["averaged"] == 2 for t in record["trained"].values())
     config = reproduction_config.load_config(ZHAO)
+    # every metric recomputed from the translations each decoding scored (what the fake
+    # returned, valid or test): sacrebleu's BLEU, a Meteor 1.5 of its own, REP and DROP
+    # as Malaviya et al.'s scripts, with the aligner the run saved
+    ((path, _),) = record["aligners"].items()
+    with Meteor(config["smoke"]["meteor"]["language"]) as meteor:
+        assert_decodings_score_their_outputs(
+            record["decoded"], outputs, bleu=config["smoke"]["bleu"], meteor=meteor,
+            aligner=Aligner.load(path),
+            symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
     sweep_table = next(rows for table, rows in reproduction_config.resolve_tables(config, True)
                        if table["title"].startswith("Figure 3"))
     k4 = [record["decoded"][r["key"]]["bleu"] for r in sweep_table if r["model"] == "top-k, k = 4"]

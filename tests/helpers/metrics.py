@@ -69,12 +69,13 @@ def drop_score(aligner, sources: Sequence[str], hypotheses: Sequence[str],
 
 def rescored(hypotheses: Sequence[str], references: Sequence[str],
              sources: Optional[Sequence[str]] = None, *, bleu: Optional[dict] = None,
-             meteor=None, aligner=None, symmetrizations: Sequence[str] = ()) -> Dict:
+             meteor=None, aligner=None, symmetrizations: Sequence[str] = (),
+             rep: bool = True) -> Dict:
     """The fields of a driver's record (``bleu``, ``meteor``, ``rep``, ``drop``,
     ``drop_by_symmetrization``) recomputed as above: BLEU where ``bleu`` (its options)
-    is given, METEOR with a running ``meteor``, REP always, DROP with an ``aligner``
-    under each of ``symmetrizations`` (the first is ``drop``)."""
-    record = {"rep": rep_score(hypotheses, references)}
+    is given, METEOR with a running ``meteor``, REP unless ``rep`` is false, DROP with
+    an ``aligner`` under each of ``symmetrizations`` (the first is ``drop``)."""
+    record = {"rep": rep_score(hypotheses, references)} if rep else {}
     if bleu is not None:
         record["bleu"] = sacrebleu_bleu(hypotheses, references, **bleu).score
     if meteor is not None:
@@ -109,7 +110,7 @@ def assert_decodings_score_their_outputs(decoded: dict, outputs, **options) -> N
         expected.append(json.dumps(cache[key], sort_keys=True))
     fields = json.loads(expected[0]).keys() if expected else ()
     got = [json.dumps(recorded(record, fields), sort_keys=True) for record in decoded.values()]
-    assert sorted(got) == sorted(expected)
+    assert sorted(got) == sorted(expected), (sorted(got), sorted(expected))
 
 
 def read_outputs(logs):
