@@ -44,10 +44,48 @@ def train(data, save_dir, *flags, updates=8, in_process=False, arch="sparse_tran
 
 
 def generate(data, checkpoint, *flags, in_process=False, cpu=True):
-    out = fairseq("fairseq-generate", [
+    return [line for line in _generate(data, checkpoint, flags, in_process, cpu).splitlines()
+            if line.startswith("H-")]
+
+
+def translations(data, checkpoint, *flags, in_process=False, cpu=True):
+    """What :func:`generate` decodes, with its scores: see :func:`decoded`."""
+    return decoded(_generate(data, checkpoint, flags, in_process, cpu))
+
+
+def _generate(data, checkpoint, flags, in_process, cpu):
+    return fairseq("fairseq-generate", [
         data, "--user-dir", PLUGIN, "--path", checkpoint, "--beam", "3", "--max-len-b", "30",
-        "--batch-size", "16", *_device(cpu), *flags], in_process)
-    return [line for line in out.stdout.splitlines() if line.startswith("H-")]
+        "--batch-size", "16", *_device(cpu), *flags], in_process).stdout
+
+
+def decoded(stdout):
+    """``{sentence id: (hypothesis, score, positional scores)}`` from fairseq-generate's
+    ``H-`` and ``P-`` lines (printed in batch order)."""
+    fields = {kind: {int(line.split("\t")[0][2:]): line.split("\t")[1:]
+                     for line in stdout.splitlines() if line.startswith(f"{kind}-")}
+              for kind in ("H", "P")}
+    assert fields["H"].keys() == fields["P"].keys(), "an H- line without its P- line"
+    return {i: (text, float(score), tuple(map(float, fields["P"][i][0].split())))
+            for i, (score, text) in sorted(fields["H"].items())}
+
+
+#: The largest :func:`gap` between decodes that are the same to rounding: ``P-`` lines
+#: print 4 decimals, so a difference of 1e-6 can show as 1e-4.
+ROUNDING = 2e-4
+
+
+def gap(one, other):
+    """How far apart two :func:`decoded` decodes of the same sentences are: infinite if a
+    hypothesis differs, else the largest difference of a sentence's score or of one of
+    its positional scores. The same decode twice gives 0. The scores catch a switched
+    attention where the hypotheses agree: on the tests' tiny models a switch of
+    normaliser or kernel moved some score of a shared hypothesis by 0.03 or more."""
+    assert one.keys() == other.keys(), "decodes of different sentences"
+    if any(one[i][0] != other[i][0] for i in one):
+        return float("inf")
+    return max(max(abs(a - b) for a, b in zip((one[i][1], *one[i][2]),
+                                              (other[i][1], *other[i][2]))) for i in one)
 
 
 def fairseq(command, argv, in_process=False, check=True):
