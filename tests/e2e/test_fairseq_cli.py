@@ -11,7 +11,7 @@ from fairseq import checkpoint_utils
 from sparse_attn_plugin.normalizers import NAMES
 
 from helpers import BIN, PLUGIN, fairseq_env
-from helpers.fairseq_runs import generate, run, train
+from helpers.fairseq_runs import ROUNDING, gap, generate, run, train, translations
 from helpers.models import TINY, attn_flags
 
 # One worker trains the module's checkpoints (make test distributes by --dist loadgroup).
@@ -20,6 +20,21 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
 
 DECODER_HARD = {"decoder_self_attn_fn": "hard", "decoder_cross_attn_fn": "hard"}
 DECODER_SOFT = {"decoder_self_attn_fn": "softmax", "decoder_cross_attn_fn": "softmax"}
+ALL_SOFT = {"encoder_self_attn_fn": "softmax", **DECODER_SOFT}
+#: What each normaliser's checkpoint is decoded with again, to show that its normaliser
+#: made the decode: softmax for those that replace it at every site; the unconstrained
+#: counterpart of a constrained one (cross-attention only); softmax on the decoder sites
+#: for hard retrieval (Xu et al. 2021, Table 4). Softmax itself, the others' reference,
+#: against sparsemax (and, in test_softmax_decodes_as_fairseqs_transformer, against
+#: fairseq's own transformer).
+SWITCHED = {name: {"attn_fn": "softmax"} for name in NAMES}
+SWITCHED.update(softmax={"attn_fn": "sparsemax"}, hard=DECODER_SOFT,
+                csoftmax={"decoder_cross_attn_fn": "softmax"},
+                csparsemax={"decoder_cross_attn_fn": "sparsemax"})
+
+
+def overridden(overrides):
+    return ["--model-overrides", repr(overrides)]
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +50,26 @@ def checkpoints(synthetic_bin, tmp_path_factory):
 
 
 def test_console_scripts_train_then_generate(synthetic_bin, tmp_path):
-    """The user's path: fairseq-train and fairseq-generate as typed, with the plugin."""
+    """The user's path: fairseq-train and fairseq-generate as typed, with the plugin; the
+    decode is 1.5-entmax's: not the one the same checkpoint gives with softmax (decoded
+    in process)."""
     checkpoint = train(synthetic_bin, tmp_path, "--attn-fn", "entmax15", updates=4)
-    assert len(generate(synthetic_bin, checkpoint)) == 40
+    decode = translations(synthetic_bin, checkpoint)
+    assert len(decode) == 40
+    softmax = translations(synthetic_bin, checkpoint, *overridden({"attn_fn": "softmax"}),
+                           in_process=True)
+    assert gap(decode, softmax) > ROUNDING, "entmax15 decoded as softmax"
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_train_then_generate(synthetic_bin, checkpoints, name):
-    hypotheses = generate(synthetic_bin, checkpoints[name], in_process=True)
-    assert len(hypotheses) == 40  # one per test sentence
+    """Each normaliser's checkpoint decodes with its normaliser: hypotheses or scores
+    differ from the same checkpoint's decode with :data:`SWITCHED`."""
+    decode = translations(synthetic_bin, checkpoints[name], in_process=True)
+    assert len(decode) == 40  # one per test sentence
+    switched = translations(synthetic_bin, checkpoints[name], *overridden(SWITCHED[name]),
+                            in_process=True)
+    assert gap(decode, switched) > ROUNDING, f"{name} decoded as with {SWITCHED[name]}"
     state = torch.load(checkpoints[name], weights_only=True)  # torch>=2.6 default loading
     cfg = state["cfg"]["model"]
     assert (cfg.decoder_cross_attn_fn or cfg.attn_fn) == name
@@ -52,8 +78,11 @@ def test_train_then_generate(synthetic_bin, checkpoints, name):
 @pytest.mark.parametrize("trained,decode", [("entmax_alpha", "softmax"), ("softmax", "topk")])
 def test_model_overrides_switch_the_normaliser(synthetic_bin, checkpoints, trained, decode):
     overrides = {"attn_fn": decode}
-    assert len(generate(synthetic_bin, checkpoints[trained], "--model-overrides",
-                        repr(overrides), in_process=True)) == 40
+    switched = translations(synthetic_bin, checkpoints[trained], *overridden(overrides),
+                            in_process=True)
+    assert len(switched) == 40
+    assert gap(switched, translations(synthetic_bin, checkpoints[trained],
+                                      in_process=True)) > ROUNDING, "the switch changed nothing"
     models, _ = checkpoint_utils.load_model_ensemble([str(checkpoints[trained])],
                                                      arg_overrides=overrides)
     kinds = {type(m).__name__ for n, m in models[0].named_modules() if n.endswith("normalizer")}
@@ -92,15 +121,44 @@ def test_compiled_kernels_train_and_generate(synthetic_bin, tmp_path):
     sites = ["--encoder-self-attn-fn", "topk", "--topk", "3", "--decoder-self-attn-fn",
              "entmax_alpha", "--decoder-cross-attn-fn", "sparsemax", "--attn-impl", "compiled"]
     checkpoint = train(synthetic_bin, tmp_path, *sites, updates=3)
-    assert len(generate(synthetic_bin, checkpoint)) == 40
+    compiled = translations(synthetic_bin, checkpoint)
+    assert len(compiled) == 40
+    # the compiled kernels decode as the eager ones (to rounding), and the normalisers
+    # they compute matter: softmax at the three sites decodes otherwise (both in process)
+    eager = translations(synthetic_bin, checkpoint, *overridden({"attn_impl": "torch"}),
+                         in_process=True)
+    assert gap(compiled, eager) <= ROUNDING
+    softmax = translations(synthetic_bin, checkpoint, *overridden(ALL_SOFT), in_process=True)
+    assert gap(compiled, softmax) > ROUNDING, "the compiled kernels computed softmax"
     cfg = torch.load(checkpoint, weights_only=True)["cfg"]["model"]
     assert cfg.attn_impl == "compiled"
 
 
+def test_softmax_decodes_as_fairseqs_transformer(synthetic_bin, checkpoints, tmp_path):
+    """The softmax checkpoint holds the weights of fairseq's own ``transformer``: decoded
+    as that model it gives the same hypotheses, and the same scores to rounding."""
+    state = torch.load(checkpoints["softmax"], weights_only=False)
+    state["cfg"]["model"]._name = state["cfg"]["model"].arch = "transformer"
+    torch.save(state, tmp_path / "transformer.pt")
+    ours = translations(synthetic_bin, checkpoints["softmax"], in_process=True)
+    assert gap(ours, translations(synthetic_bin, tmp_path / "transformer.pt",
+                                  in_process=True)) <= ROUNDING
+
+
 def test_topk_train_only_switch_is_accepted(synthetic_bin, tmp_path):
-    ckpt = train(synthetic_bin, tmp_path / "ck", "--attn-fn", "topk", "--topk-train-only",
-                 updates=2, in_process=True)
-    assert len(generate(synthetic_bin, ckpt, in_process=True)) == 40
+    """--topk-train-only: top-k in training, plain softmax at inference. With k = 2 the
+    top-k bites at inference (the same checkpoint decoded with the top-k kept differs),
+    and the decode is the one of the same weights with --attn-fn softmax, exactly."""
+    ckpt = train(synthetic_bin, tmp_path / "ck", "--attn-fn", "topk", "--topk", "2",
+                 "--topk-train-only", updates=2, in_process=True)
+    decode = translations(synthetic_bin, ckpt, in_process=True)
+    assert len(decode) == 40
+    softmax = translations(synthetic_bin, ckpt, *overridden({"attn_fn": "softmax"}),
+                           in_process=True)
+    assert gap(decode, softmax) == 0, "top-k applied at inference"
+    topk = translations(synthetic_bin, ckpt, *overridden({"topk_train_only": False}),
+                        in_process=True)
+    assert gap(topk, softmax) > ROUNDING, "top-k kept at inference decoded as softmax"
 
 
 def test_two_process_data_parallel_equals_update_freq_two(synthetic_bin, tmp_path):
