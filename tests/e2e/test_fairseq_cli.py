@@ -238,11 +238,11 @@ def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, monkeypatch, fla
 
 
 
+@pytest.mark.requires("triton")
 def test_triton_kernels_train_and_decode_like_the_eager_ones(synthetic_bin, tmp_path):
     """--attn-impl triton through fairseq-train and fairseq-generate (the kernels under
     Triton's interpreter: tests/conftest.py sets TRITON_INTERPRET=1): the same hypotheses
     as the eager normalisers from the same checkpoint, their scores equal to rounding."""
-    pytest.importorskip("triton")
     ckpt = train(synthetic_bin, tmp_path, "--attn-fn", "entmax_alpha",
                  "--decoder-cross-attn-fn", "topk", "--topk", "3", "--attn-impl", "triton",
                  updates=2)

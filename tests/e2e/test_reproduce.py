@@ -4,7 +4,6 @@ The Malaviya et al. config adds METEOR, REP and DROP, generation flags per row a
 fertility data from the corpus (gold) or from an aligner the run trains."""
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -24,7 +23,7 @@ from sparse_attn_plugin.experiments.reproduction import config as reproduction_c
 from sparse_attn_plugin.experiments.reproduction.config import flag_value
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 
-from helpers import PLUGIN, REPO
+from helpers import PLUGIN, REPO, needs_java
 from helpers.fakes import fake_generate, fake_train
 from helpers.metrics import assert_decodings_score_their_outputs, keeping_outputs, read_outputs
 
@@ -133,8 +132,6 @@ def test_full_run_without_the_corpus_says_how_to_prepare_it(tmp_path, capsys):
 
 MALAVIYA = REPO / "configs" / "malaviya2018_constrained.json"
 TINY_CORPUS = {"train": 600, "valid": 20, "test": 30}
-SLOW = pytest.mark.skipif(not os.environ.get("SPARSE_ATTN_SLOW_TESTS"),
-                          reason="slow (~4 min on 2 cores): set SPARSE_ATTN_SLOW_TESTS=1")
 
 
 def edited(tmp_path, edit, source=MALAVIYA):
@@ -198,7 +195,7 @@ def test_fertility_flags_and_post_processing_are_read_like_fairseq():
     assert post(["--post-process=none"]) is None and post(["--beam", "5"]) is None
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
+@needs_java
 def test_constrained_smoke_wires_fertility_sources_generation_flags_and_metrics(
         tmp_path, monkeypatch, synthetic_bin):
     """The whole Malaviya config in smoke mode with fairseq's two commands faked: which
@@ -306,7 +303,7 @@ def test_constrained_model_on_the_aligners_fertilities_really_trains_and_decodes
     assert '"train_fert_loss"' in log
 
 
-@SLOW
+@pytest.mark.slow  # about 75 s on one core: in every run since it no longer takes 4 minutes
 def test_constrained_smoke_runs_every_table_row(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "SMOKE_CORPUS", TINY_CORPUS)
     reproduce.main([MALAVIYA, "--smoke", "--updates", "2", "--work-dir", tmp_path / "work",
@@ -356,7 +353,7 @@ def test_bad_constrained_config_gives_one_clear_line(tmp_path, capsys, edit, mes
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
+@needs_java
 def test_full_run_trains_and_decodes_each_corpus_on_its_own_data(
         tmp_path, monkeypatch, synthetic_bin):
     """Table 1's other language pairs: each corpus's models train on its data with its

@@ -4,7 +4,6 @@ averaging, training speed ratios, per-corpus settings and one report per table."
 
 import json
 import re
-import shutil
 import statistics
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from sparse_attn_plugin.experiments.reproduction import batch, selection
 from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
 from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
-from helpers import REPO
+from helpers import REPO, needs_java
 from helpers.fakes import fake_generate, fake_train
 from helpers.metrics import assert_decodings_score_their_outputs, keeping_outputs
 
@@ -28,7 +27,6 @@ pytestmark = pytest.mark.usefixtures("fast_fairseq")
 ZHAO = REPO / "configs" / "zhao2019_explicit_sparse.json"
 CORREIA = REPO / "configs" / "correia2019_adaptively_sparse.json"
 TINY_CORPUS = {"train": 600, "valid": 20, "test": 30}
-JAVA = pytest.mark.skipif(shutil.which("java") is None, reason="METEOR needs Java")
 
 
 def edited(tmp_path, edit, source=ZHAO):
@@ -97,7 +95,7 @@ def test_adaptively_sparse_plans_three_normalisers_on_four_corpora():
         {"language": "en"}
 
 
-@JAVA
+@needs_java
 def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
         tmp_path, monkeypatch, synthetic_bin):
     """The whole Zhao et al. config in smoke mode with fairseq's two commands faked."""
@@ -167,7 +165,7 @@ def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
         "table-5-top-k-in-training-only-or-in-training-and-inference-iwslt15-en-vi-valid.md"]
 
 
-@JAVA
+@needs_java
 def test_full_run_uses_each_corpus_settings(tmp_path, monkeypatch, synthetic_bin):
     """Per-corpus model, generation, BLEU and METEOR settings of the Zhao et al. config."""
     corpora = {}
