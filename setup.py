@@ -1,6 +1,9 @@
-"""sparse-attn: the package's metadata is in pyproject.toml ([project]); only the console
-scripts are declared here, where tests/e2e/test_console_scripts.py reads them (pyproject
-names them dynamic). The Makefile's install stamp depends on this file.
+"""sparse-attn: the package's metadata is in pyproject.toml ([project]); what it names
+dynamic, but for the version, is declared here: the console scripts, where
+tests/e2e/test_console_scripts.py reads them, and the licence (MIT, LICENSE), which
+pyproject.toml could only say in a form that either setuptools 65 (a fresh Python 3.10 or
+3.11 venv's) or setuptools>=77 refuses or deprecates. The Makefile's install stamp depends
+on this file.
 
 fairseq-fixed is deliberately not a dependency: its metadata pulls torchaudio (several
 GB, unused) and its isolated build would fetch the newest CUDA torch. ``make install``
@@ -10,6 +13,7 @@ installs it with ``--no-deps --no-build-isolation`` plus its real needs; see REA
 from setuptools import setup
 
 setup(
+    license="MIT",
     entry_points={
         "console_scripts": [
             "sparse-attn-synth = data_prep.synthetic:main",

@@ -39,14 +39,22 @@ def citation() -> dict:
 
 @functools.lru_cache(maxsize=None)
 def build_configuration() -> dict:
-    """pyproject.toml as setuptools reads it at build time (dynamic fields expanded), in a
-    fresh process, with the modules that reading it imported."""
-    code = ("import json, sys\n"
+    """pyproject.toml's [project] as setuptools reads it, and the version as setuptools
+    expands its ``attr:`` at build time, in a fresh process: with the modules that reading
+    them imported and the warnings it gave."""
+    code = ("import json, sys, warnings\n"
+            "from setuptools.config.expand import read_attr\n"
             "from setuptools.config.pyprojecttoml import read_configuration\n"
-            "project = read_configuration(sys.argv[1])['project']\n"
-            "print(json.dumps({'project': project, 'modules': sorted(sys.modules)}))\n")
-    proc = subprocess.run([sys.executable, "-W", "error", "-c", code,
-                           str(REPO / "pyproject.toml")],
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always')\n"
+            "    config = read_configuration(sys.argv[1], expand=False)\n"
+            "    attr = config['tool']['setuptools']['dynamic']['version']['attr']\n"
+            "    version = read_attr(attr, root_dir=sys.argv[2])\n"
+            "print(json.dumps({'project': config['project'], 'version': version,\n"
+            "                  'modules': sorted(sys.modules),\n"
+            "                  'warnings': [type(w.message).__name__ + ': ' + str(w.message)\n"
+            "                               for w in caught]}))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(REPO / "pyproject.toml"), str(REPO)],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
@@ -54,10 +62,12 @@ def build_configuration() -> dict:
 
 def test_the_build_reads_the_version_from_the_source_without_importing_it():
     config = build_configuration()
-    assert config["project"]["version"] == source_version()
+    assert config["version"] == source_version()
+    assert "version" in config["project"]["dynamic"]
     imported = [name for name in config["modules"]
                 if name.split(".")[0] in ("sparse_attn_plugin", "fairseq", "torch")]
     assert imported == []
+    assert [w for w in config["warnings"] if "Deprecat" in w] == []
 
 
 def test_the_version_is_written_once():
@@ -88,12 +98,10 @@ def test_the_installed_metadata_is_this_checkout_s():
     dist = next(importlib.metadata.distributions(name="sparse_attn_plugin", path=[site]))
     assert dist.version == source_version()
     assert dist.metadata["Requires-Python"] == ">=3.10"
+    assert dist.metadata["License"] == "MIT"
     installed = {ep.name: ep.value for ep in dist.entry_points
                  if ep.group == "console_scripts"}
-    tree = ast.parse((REPO / "setup.py").read_text())
-    declared = next(ast.literal_eval(node.values[0]) for node in ast.walk(tree)
-                    if isinstance(node, ast.Dict)
-                    and any(getattr(k, "value", None) == "console_scripts" for k in node.keys))
+    declared = setup_keywords()["entry_points"]["console_scripts"]
     assert installed == dict(tuple(part.strip() for part in line.split("=")) for line in declared)
 
 
@@ -105,10 +113,19 @@ def test_requires_python_is_what_readme_asks_for():
     assert project["requires-python"] == ">=3.10"
 
 
+def setup_keywords() -> dict:
+    """The literal keyword arguments of setup.py's ``setup(...)`` call."""
+    call = next(node for node in ast.walk(ast.parse((REPO / "setup.py").read_text()))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup")
+    return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+
+
 def test_the_licence_is_mit_everywhere():
-    assert (REPO / "LICENSE").read_text().startswith("MIT License\n")
-    assert "the sparse-attn developers" in (REPO / "LICENSE").read_text().splitlines()[2]
-    assert build_configuration()["project"]["license"] == "MIT"
+    licence = (REPO / "LICENSE").read_text()
+    assert licence.startswith("MIT License\n")
+    assert "Copyright (c) 2026 the sparse-attn developers" in licence
+    assert setup_keywords()["license"] == "MIT"
+    assert "license" in build_configuration()["project"]["dynamic"]
     assert citation()["license"] == "MIT"
 
 
