@@ -92,7 +92,7 @@ PUBLISH ?= .work
 
 install: $(STAMP)
 
-$(STAMP): setup.py requirements-dev.txt Makefile
+$(STAMP): setup.py pyproject.toml requirements-dev.txt Makefile
 ifeq ($(TORCH),system)
 	$(if $(SYSTEM_TORCH),,$(error make install TORCH=system: $(PYTHON) has no torch; name one that has: PYTHON=/path/to/python))
 endif
