@@ -7,20 +7,30 @@ batch size or sentence length reuses the compiled code instead of compiling agai
 first call pays the compilation (seconds per kernel; ``benchmarks/bench_normalizers.py``
 reports it); the eager functions stay the reference the compiled ones are tested against.
 
-The callers give every kernel one kind of input, so that a kernel keeps one graph per
+The callers give every kernel few kinds of input, so that a kernel keeps one graph per
 dtype and autograd mode, well under dynamo's recompile limit (8 per function, past which it
-would run the function eagerly with only a warning): scores as rows ``(N, S)``, alpha as a
-tensor with one value per row (never a Python float, which torch versions that specialise
-floats would make a constant of the graph), all detached (no view's base, no grad flag).
+would run the function eagerly with only a warning): scores as rows ``(N, S)``, all
+detached (no view's base, no grad flag), and alpha either one of two special numbers
+(sparsemax's and 1.5-entmax's, whose steps need no general power) or a tensor with one value
+per row (never another Python float, which torch versions that specialise floats would make
+a constant of the graph). Each of those three kinds has its own copy of the kernel
+(``case``), so that each keeps its own graphs and its own count of recompilations.
 """
 
 import functools
+import types
 
 import torch
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(fn):
+def compiled(fn, case: str = ""):
     """``fn`` compiled by ``torch.compile`` with dynamic shapes (one compilation per
-    process and function, and one more per dtype and autograd mode of its input)."""
+    process and function, and one more per dtype and autograd mode of its input); with
+    ``case``, a copy of ``fn`` with a code object of its own, compiled apart (dynamo keeps
+    graphs and counts recompilations per code object)."""
+    if case:
+        code = fn.__code__.replace(co_name=f"{fn.__name__}[{case}]")
+        fn = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                                fn.__closure__)
     return torch.compile(fn, dynamic=True)

@@ -157,8 +157,17 @@ IMPLS = ("torch", "compiled")
 FIRST_STEPS, BLOCK = 6, 3
 
 
-def _kernel(fn, impl: str):
-    return compiled(fn) if impl == "compiled" else fn
+#: The alphas given to the compiled kernels as numbers (whose Newton steps need no general
+#: power: a quarter of the time); any other alpha reaches them as a tensor (:func:`as_rows`).
+SPECIAL_ALPHAS = (2.0, 1.5)
+
+
+def _kernel(fn, impl: str, exponent: Union[float, Tensor, None] = None):
+    """``fn`` as run by ``impl``; compiled, its copy for this kind of ``exponent`` (alpha or
+    r; each special number, or any tensor), which keeps graphs of its own."""
+    if impl != "compiled":
+        return fn
+    return compiled(fn, "tensor" if isinstance(exponent, Tensor) else repr(exponent))
 
 
 def entmax_threshold(x: Tensor, r: Union[float, Tensor], max_iter: int = 30,
@@ -170,7 +179,7 @@ def entmax_threshold(x: Tensor, r: Union[float, Tensor], max_iter: int = 30,
     bracket's ends ``-1`` and ``0`` by default)."""
     tol = TOLERANCE.get(x.dtype, 1e-6) if tol is None else tol
     block = BLOCK if impl == "compiled" else 1
-    steps = _kernel(_newton_steps, impl)
+    steps = _kernel(_newton_steps, impl, r)
     tau, lo, hi = _bracket(x) if start is None else start
     for _ in range(0, max_iter, block):
         tau, lo, hi, moved, u, ur1 = steps(x, tau, lo, hi, r, tol, block)
@@ -190,18 +199,20 @@ class EntmaxNewtonFunction(torch.autograd.Function):
                 tol: Optional[float], impl: str):
         tol = TOLERANCE.get(scores.dtype, 1e-6) if tol is None else tol
         if impl == "compiled":  # as plain tensors: no view's base or grad flag to guard on
-            scores, alpha = scores.detach(), alpha.detach()
+            scores = scores.detach()
+            alpha = alpha.detach() if isinstance(alpha, Tensor) else alpha
         if impl == "compiled" and max_iter >= FIRST_STEPS:
-            p, g, moved, *state = compiled(_first_steps)(scores, alpha, tol, FIRST_STEPS)
+            p, g, moved, *state = _kernel(_first_steps, impl, alpha)(scores, alpha, tol,
+                                                                      FIRST_STEPS)
             if bool(moved):
-                x, empty = compiled(_prepare)(scores, alpha)
+                x, empty = _kernel(_prepare, impl, alpha)(scores, alpha)
                 u, ur1 = entmax_threshold(x, 1 / (alpha - 1), max_iter - FIRST_STEPS, tol,
                                           impl, state)
-                p, g = compiled(_weights)(u, ur1, alpha, empty)
+                p, g = _kernel(_weights, impl, alpha)(u, ur1, alpha, empty)
         else:
-            x, empty = _kernel(_prepare, impl)(scores, alpha)
+            x, empty = _kernel(_prepare, impl, alpha)(scores, alpha)
             u, ur1 = entmax_threshold(x, 1 / (alpha - 1), max_iter, tol, impl)
-            p, g = _kernel(_weights, impl)(u, ur1, alpha, empty)
+            p, g = _kernel(_weights, impl, alpha)(u, ur1, alpha, empty)
         ctx.impl = impl
         if isinstance(alpha, Tensor):
             ctx.save_for_backward(p, g, alpha)
@@ -214,7 +225,7 @@ class EntmaxNewtonFunction(torch.autograd.Function):
         p, g, *alpha = ctx.saved_tensors
         dp = dp.detach()
         if alpha and ctx.needs_input_grad[1]:
-            d_scores, d_alpha = _kernel(_grads, ctx.impl)(p, g, dp, alpha[0])
+            d_scores, d_alpha = _kernel(_grads, ctx.impl, alpha[0])(p, g, dp, alpha[0])
             return d_scores, d_alpha.sum_to_size(alpha[0].shape), None, None, None
         d_scores, _ = _kernel(_scores_grad, ctx.impl)(p, g, dp)
         return d_scores, None, None, None, None
@@ -243,12 +254,15 @@ def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = 
 
 
 def as_rows(scores: Tensor, alpha: Union[float, Tensor]):
-    """``scores`` as rows ``(N, S)`` and ``alpha`` as one value per row ``(N, 1)``, in the
-    scores' dtype: the one kind of input the compiled kernels see, whatever the alpha (a
-    number, or one per head) and the scores' shape, so that no alpha, batch or length
-    compiles them again. (A number passed as a Python float would be a constant of the
-    graph on torch versions that specialise floats, and each value a new compilation.)"""
+    """``scores`` as rows ``(N, S)``, and ``alpha`` as one of :data:`SPECIAL_ALPHAS` or as
+    one value per row ``(N, 1)`` in the scores' dtype: the kinds of input the compiled
+    kernels see, whatever the alpha (a number, or one per head) and the scores' shape, so
+    that no alpha, batch or length compiles them again. (Any other number passed as a
+    Python float would be a constant of the graph on torch versions that specialise floats,
+    and each value a new compilation.)"""
     rows = scores.reshape(-1, scores.size(-1))
+    if not isinstance(alpha, Tensor) and float(alpha) in SPECIAL_ALPHAS:
+        return rows, float(alpha)
     alpha = torch.as_tensor(alpha, dtype=scores.dtype, device=scores.device)
     return rows, alpha.expand(*scores.shape[:-1], 1).reshape(-1, 1).contiguous()
 

@@ -110,15 +110,15 @@ def run_kinds(dtype, mode, alphas=ALPHAS, shapes=SHAPES):
 
 def test_every_alpha_and_shape_shares_one_graph_per_dtype_and_mode_under_dynamos_limit():
     """What made ``_first_steps`` hit dynamo's recompile limit on torch 2.11 (a graph per
-    Python-float alpha) and what else could (views, square shapes, grad flags): once one
-    number, the per-head alphas and one shape have run, no other alpha or shape compiles
-    anything, and no dtype or mode reaches the limit (dynamo's default, 8 per function:
-    nothing here raises it)."""
+    Python-float alpha) and what else could (views, square shapes, grad flags): once
+    sparsemax, 1.5-entmax, one other number, the per-head alphas and one shape have run, no
+    other alpha or shape compiles anything, and no dtype or mode reaches the limit
+    (dynamo's default, 8 per function: nothing here raises it)."""
     assert torch._dynamo.config.recompile_limit == 8
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         for dtype, mode in itertools.product((torch.float64, torch.float32),
                                              ("grad", "no_grad", "inference")):
-            run_kinds(dtype, mode, [2.0, "per head"], SHAPES[:1])
+            run_kinds(dtype, mode, [2.0, 1.5, 1.3, "per head"], SHAPES[:1])
             graphs = counters["stats"]["unique_graphs"]
             run_kinds(dtype, mode)
             assert counters["stats"]["unique_graphs"] == graphs, (dtype, mode)
