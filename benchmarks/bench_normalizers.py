@@ -176,7 +176,7 @@ def markdown(results, labels, args, command, first_calls):
              "compiled`), `[triton]` (on a GPU) by our Triton kernels (`--attn-impl "
              "triton`). `[sort]` and `[bisect]` are the entmax package's functions, "
              "`[newton]` our solver called directly: the eager sparsemax and 1.5-entmax sort "
-             "below 65,536 scores on a CPU and solve by Newton from there on "
+             "below 16,384 scores on a CPU and solve by Newton from there on "
              "(`normalizers/dispatch.py`; the shapes hold 204,800, 1,280,000, 25,600, 76,800 "
              "and 960 scores).", ""]
     for col, (mode, title) in enumerate(MODES.items()):

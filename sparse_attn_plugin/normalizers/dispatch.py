@@ -45,10 +45,12 @@ IMPLS = ("auto", "torch", "compiled", "triton")
 Kernel = Tuple[str, Callable[..., Tensor]]
 
 #: Scores (elements of one call) from which the Newton solver beats the entmax package's
-#: sort on a CPU: 2-4x faster from 200k on (training), about even near 60k (a decoding
-#: step of 128 sentences, beam 5), 1.4-2.6x slower below 10k, where its per-step overhead
-#: dominates (``benchmarks/bench_normalizers.py``, ``[sort]`` against ``[newton]``).
-NEWTON_FROM = 1 << 16
+#: sort on a CPU. ``benchmarks/bench_normalizers.py`` (``[sort]`` against ``[newton]``, 2
+#: threads): the sort is 2x faster at 960 scores (a decoding step of 4 sentences, beam 5),
+#: where the solver's per-step overhead dominates; Newton is 1.4x faster at 25,600, about
+#: even at 76,800, and 2-5x faster from 204,800 on (training batches); on one thread the
+#: sort was faster up to 3,200 scores.
+NEWTON_FROM = 1 << 14
 
 _triton_failed = False
 

@@ -70,7 +70,7 @@ def test_auto_is_eager_where_triton_cannot_take_the_scores(monkeypatch, triton_i
 
 
 def test_the_eager_rule_sorts_on_a_gpu_and_for_small_scores_and_solves_large_ones():
-    assert NEWTON_FROM == 1 << 16
+    assert NEWTON_FROM == 1 << 14
     assert sort_or_newton(torch.zeros(NEWTON_FROM - 1)) == "sort"
     assert sort_or_newton(torch.zeros(NEWTON_FROM)) == "newton"
     assert sort_or_newton(torch.zeros(32, 4, 40, 40)) == "newton"      # a training batch
