@@ -16,7 +16,7 @@ All agree to rounding, so the choice changes speed, not results. ``--attn-impl``
 
 Why ``auto`` is a rule and not a race: on an H100 the Triton kernels ran at 0.81-1.16 of
 softmax forward + backward at NMT shapes and at 1.05-1.75 of it in inference (learned
-alpha 0.37-0.56, still the fastest of its implementations there), and ``torch.compile``'s
+alpha 0.37-0.56; a whole decode with it ran at 0.91 of softmax's), and ``torch.compile``'s
 kernels, faster than the eager ones on a CPU in a long training, cost seconds of
 compilation for every kind of input, which a decode never earns back. Choosing by timing
 in the middle of a run, as this module once did, made the default decode 3-10x slower
