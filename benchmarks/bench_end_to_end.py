@@ -31,7 +31,6 @@ divided by its denominator measured in the same round) with their minimum and ma
         [--models iwslt,demo] [--rounds 3]
 """
 
-import argparse
 import os
 import shlex
 import shutil
@@ -46,6 +45,7 @@ from typing import Dict, List, Optional
 import torch
 
 from data_prep.synthetic import binarize, write_corpus
+from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.experiments import pipeline
 from sparse_attn_plugin.experiments.provenance import (
     describe_machine,
@@ -370,7 +370,8 @@ def render(results, rows, args, command):
 
 def parse_args(argv):
     cuda = torch.cuda.is_available()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0],
+                           command="bench_end_to_end.py")
     parser.add_argument("--out", type=Path, required=True,
                         help="write DIR/end_to_end.md and DIR/end_to_end.json")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if cuda else "cpu")

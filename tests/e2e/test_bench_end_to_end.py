@@ -116,3 +116,19 @@ def test_targets_name_their_denominator_per_device():
     assert bench.fairseq_arch("iwslt") == "transformer_iwslt_de_en"
     assert bench.row_flags(rows["hard (decoder self + cross)"], "demo") == [
         "--decoder-self-attn-fn", "hard", "--decoder-cross-attn-fn", "hard"]
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--fp16"], "--fp16 needs --device cuda"),
+    (["--attn-fns", "nosuch"], "unknown or unusable model, normaliser or implementation: nosuch"),
+    (["--updates", "3"], "--updates must be at least 10"),
+])
+def test_bad_settings_get_one_line_and_exit_status_1_and_write_nothing(tmp_path, flags,
+                                                                        message):
+    command = [sys.executable, "benchmarks/bench_end_to_end.py", "--models", "demo", *flags,
+               "--out", str(tmp_path / "out")]
+    done = subprocess.run(command, cwd=REPO, env=fairseq_env(), capture_output=True, text=True)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and message in done.stderr
+    assert done.stderr.startswith("bench_end_to_end.py: error: ")
+    assert not (tmp_path / "out").exists()
