@@ -48,6 +48,31 @@ def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
     return normalize(scores)
 
 
+def check_impl(impl: str) -> None:
+    """ValueError, one line, for an ``impl`` not in :data:`~.dispatch.IMPLS`; SettingsError
+    (a ValueError) for ``triton`` where the triton package is missing."""
+    if impl not in IMPLS:
+        raise ValueError(f"unknown attention implementation {impl!r}; choose from "
+                         f"{', '.join(IMPLS)}")
+    if impl == "triton":
+        check_available()
+
+
+def normalize_along(normalize: Callable[[Tensor], Tensor], scores: Tensor, dim: int = -1,
+                    zeroes_empty_rows: bool = False) -> Tensor:
+    """The contract of this module applied by ``normalize`` (weights over the last dim of
+    float32/float64 scores) along ``dim`` of ``scores``: half precision computed and returned
+    in float32, rows with every key masked all-zero (by :func:`guarded`, unless
+    ``zeroes_empty_rows`` says ``normalize`` does it itself). :meth:`Normalizer.forward`
+    (``dim=-1``) and :mod:`sparse_attn_plugin.functional` (any ``dim``) both run through it."""
+    moved = dim not in (-1, scores.dim() - 1)
+    if moved:
+        scores = scores.movedim(dim, -1)
+    scores = at_least_float32(scores)
+    weights = normalize(scores) if zeroes_empty_rows else guarded(normalize, scores)
+    return weights.movedim(-1, dim) if moved else weights
+
+
 class Normalizer(nn.Module, ABC):
     """Base class: subclasses implement :meth:`normalize` on float32/float64 scores
     with at least one unmasked key per row.
@@ -65,17 +90,11 @@ class Normalizer(nn.Module, ABC):
 
     def __init__(self, impl: str = "auto"):
         super().__init__()
-        if impl not in IMPLS:
-            raise ValueError(f"unknown attention implementation {impl!r}; choose from "
-                             f"{', '.join(IMPLS)}")
-        if impl == "triton":
-            check_available()
+        check_impl(impl)
         self.impl = impl
 
     def forward(self, scores: Tensor) -> Tensor:
-        if self.zeroes_empty_rows:
-            return self.normalize(at_least_float32(scores))
-        return guarded(self.normalize, scores)
+        return normalize_along(self.normalize, scores, -1, self.zeroes_empty_rows)
 
     @abstractmethod
     def normalize(self, scores: Tensor) -> Tensor:

@@ -79,6 +79,23 @@ def _entmax_alpha(max_iter: int) -> Implementations:
         ("newton, triton", partial(entmax_triton, max_iter=max_iter)))
 
 
+def check_n_iter(n_iter: int) -> None:
+    """ValueError, one line, for an iteration cap below 1."""
+    if n_iter < 1:
+        raise ValueError(f"the entmax solver needs at least 1 iteration, got {n_iter}")
+
+
+def entmax_alpha_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: int = 30,
+                         impl: str = "auto") -> Tensor:
+    """alpha-entmax weights over the last dim of float32/float64 scores by the Newton solver
+    (``n_iter`` steps at most) that ``impl`` picks, for ``alpha`` in (1, 2]: a number, or a
+    tensor broadcastable to the scores with size 1 in the last dim (cast to the scores'
+    dtype; differentiable). Rows with every key masked get all-zero weights."""
+    if isinstance(alpha, Tensor):
+        alpha = alpha.to(scores.dtype)
+    return _entmax_alpha(n_iter)(impl, scores, alpha)
+
+
 class Sparsemax(Normalizer):
     """``sparsemax(s) = argmin_{p in simplex} ||p - s||^2`` (alpha = 2)."""
 
@@ -124,8 +141,7 @@ class EntmaxAlpha(Normalizer):
                  impl: str = "auto"):
         super().__init__(impl)
         alpha_init = parse_alpha_init(alpha_init)
-        if n_iter < 1:
-            raise ValueError(f"the entmax solver needs at least 1 iteration, got {n_iter}")
+        check_n_iter(n_iter)
         if alpha_init == RANDOM_INIT:
             logit = torch.randn(num_heads)
         else:
@@ -158,8 +174,8 @@ class EntmaxAlpha(Normalizer):
         return (1.0 + torch.sigmoid(logit)).clamp(ALPHA_MIN, ALPHA_MAX)
 
     def normalize(self, scores: Tensor) -> Tensor:
-        alpha = self.alpha().to(scores.dtype).view(1, -1, 1, 1)
-        return _entmax_alpha(self.n_iter)(self.impl, scores, alpha)
+        return entmax_alpha_weights(scores, self.alpha().view(1, -1, 1, 1), self.n_iter,
+                                    self.impl)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.alpha_logit.numel()}, n_iter={self.n_iter}, impl={self.impl}"

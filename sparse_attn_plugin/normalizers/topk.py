@@ -21,6 +21,7 @@ On a GPU, the Triton kernel of :mod:`.fused_triton` (``--attn-impl triton``) fin
 with ties counted, masks and normalises in one pass over each row.
 """
 
+import operator
 from functools import lru_cache, partial
 
 import torch
@@ -112,6 +113,25 @@ def _topk(k: int) -> Implementations:
                            ("fused, triton", lambda s: topk_triton(s, k)))
 
 
+def check_k(k: int) -> None:
+    """ValueError, one line, unless ``k`` is an integer of at least 1."""
+    try:
+        whole = operator.index(k) >= 1
+    except TypeError:
+        whole = False
+    if not whole:
+        raise ValueError(f"top-k attention needs an integer k >= 1, got k={k!r}")
+
+
+def topk_weights(scores: Tensor, k: int, impl: str = "auto") -> Tensor:
+    """Top-k attention weights over the last dim of float32/float64 scores, by the kernel
+    ``impl`` picks (:data:`~.dispatch.IMPLS`); plain softmax where the rows have at most k
+    keys (every unmasked key is kept). Rows with every key masked get all-zero weights."""
+    if k < scores.size(-1):
+        return _topk(k)(impl, scores)
+    return guarded(partial(torch.softmax, dim=-1), scores)
+
+
 class TopK(Normalizer):
     """Softmax over the k largest scores of each row.
 
@@ -126,14 +146,13 @@ class TopK(Normalizer):
 
     def __init__(self, k: int = 8, train_only: bool = False, impl: str = "auto"):
         super().__init__(impl)
-        if k < 1:
-            raise ValueError(f"top-k attention needs k >= 1, got k={k}")
+        check_k(k)
         self.k = k
         self.train_only = train_only
 
     def normalize(self, scores: Tensor) -> Tensor:
-        if self.k < scores.size(-1) and (self.training or not self.train_only):
-            return _topk(self.k)(self.impl, scores)
+        if self.training or not self.train_only:
+            return topk_weights(scores, self.k, self.impl)
         return guarded(partial(torch.softmax, dim=-1), scores)
 
     def extra_repr(self) -> str:
