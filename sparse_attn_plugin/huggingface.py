@@ -1,0 +1,211 @@
+"""Our normalisers as attention functions of Hugging Face transformers models.
+
+transformers (4.48 and later) looks attention up by name in its ``AttentionInterface``: a
+model built with ``attn_implementation=NAME`` calls the function registered as ``NAME``
+in each attention layer. :func:`register` adds ours::
+
+    from transformers import AutoModelForCausalLM
+    from sparse_attn_plugin.huggingface import register
+
+    register("sparsemax")                        # or "entmax15", "entmax_alpha", "topk", ...
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sparsemax")
+
+Each function computes the attention as transformers' own ``eager_attention_forward``
+does (grouped-query attention by ``repeat_kv``, scores ``q k^T * scaling``, the mask,
+dropout on the weights in training, output ``(batch, seq, heads, head_dim)``, and the
+weights in the query's dtype), with the softmax replaced by a normaliser of
+:mod:`sparse_attn_plugin.functional`: the same code the fairseq plugin runs.
+
+Masks: :func:`register` also registers, under the same name, transformers' boolean mask
+(``sdpa_mask``, True = attend, never skipped for a causal model), which the function turns
+into ``-inf`` on masked keys, the normalisers' contract; without a mask function
+transformers (>= 4.53) would build no mask at all for a name it does not know. A float
+mask (added, as eager adds it; entries at the dtype's minimum, transformers' "masked",
+become ``-inf``) and no mask (a causal mask when the module is causal and there are several
+queries, as ``sdpa_attention_forward`` does) are handled too. Query rows with every key
+masked (left padding) get all-zero weights, where eager's softmax spreads them evenly.
+
+Learned alpha: ``entmax_alpha`` here runs with a fixed ``alpha`` (a number, or one per head),
+not a learned one. Learning it needs a parameter in every attention module, which an
+attention function cannot add; a model that wants it can hold its own per-head logits and
+call :func:`sparse_attn_plugin.functional.entmax_alpha` with
+``EntmaxAlpha.alpha_of(logits)``, which gets gradients.
+
+This module imports transformers only inside :func:`register`, so it imports without
+it; ``pip install transformers`` for those. Tested with transformers
+5.24.
+"""
+
+from typing import Callable, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch.nn import functional as nnf
+
+from . import functional
+from .normalizers.base import check_impl
+from .normalizers.entmax_family import check_n_iter
+from .normalizers.topk import check_k
+
+#: The normalisers an attention function can use (``kind``).
+KINDS = ("softmax", "topk", "sparsemax", "entmax15", "entmax_alpha")
+
+NEG_INF = float("-inf")
+
+
+def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str) -> Callable[[Tensor], Tensor]:
+    """The weights over the last dim of ``(B, H, T, S)`` scores, as ``kind`` and its options
+    say; the options are checked here, once, as the modules check theirs."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown attention normaliser {kind!r} for transformers; choose "
+                         f"from {', '.join(KINDS)}")
+    check_impl(impl)
+    if kind == "softmax":
+        return functional.softmax
+    if kind == "topk":
+        check_k(k)
+        return lambda scores: functional.topk_softmax(scores, k, impl=impl)
+    if kind == "sparsemax":
+        return lambda scores: functional.sparsemax(scores, impl=impl)
+    if kind == "entmax15":
+        return lambda scores: functional.entmax15(scores, impl=impl)
+    check_n_iter(n_iter)
+    fixed = isinstance(alpha, (int, float))
+    values = torch.as_tensor(alpha, dtype=torch.float32)
+    if values.dim() > 1 or values.numel() == 0 or not ((values > 1) & (values <= 2)).all():
+        raise ValueError(f"entmax_alpha needs alpha in (1, 2], a number or one per head, "
+                         f"got {alpha!r}")
+    per_head = values.reshape(1, -1, 1, 1)
+
+    def entmax_alpha(scores: Tensor) -> Tensor:
+        return functional.entmax_alpha(scores, float(alpha) if fixed else
+                                       per_head.to(scores.device), impl=impl, n_iter=n_iter)
+    return entmax_alpha
+
+
+def apply_mask(scores: Tensor, attention_mask: Optional[Tensor]) -> Tensor:
+    """``scores`` with ``-inf`` where ``attention_mask`` hides a key: a boolean mask (True
+    = attend) or an additive float mask (added; entries at or below the dtype's minimum,
+    transformers' value for a masked key, become ``-inf``), sliced to the keys there are."""
+    if attention_mask is None:
+        return scores
+    mask = attention_mask[..., : scores.size(-1)]
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, NEG_INF)
+    return (scores + mask).masked_fill(mask <= torch.finfo(mask.dtype).min, NEG_INF)
+
+
+def _repeat_kv(states: Tensor, groups: int) -> Tensor:
+    """transformers' ``repeat_kv``: ``(B, H_kv, S, d)`` -> ``(B, H_kv * groups, S, d)``, each
+    key/value head repeated for the ``groups`` query heads that share it."""
+    if groups == 1:
+        return states
+    batch, heads, length, dim = states.shape
+    return states[:, :, None].expand(batch, heads, groups, length, dim).reshape(
+        batch, heads * groups, length, dim)
+
+
+def attention_function(kind: str, *, k: int = 8, alpha: Union[float, Sequence[float], Tensor] = 1.5,
+                       n_iter: int = 30, impl: str = "auto") -> Callable:
+    """An attention function in transformers' ``AttentionInterface`` form, normalising with
+    ``kind`` (one of :data:`KINDS`).
+
+    Args:
+        kind: ``softmax`` (our softmax: the same as eager but for all-zero rows with every
+            key masked), ``topk``, ``sparsemax``, ``entmax15`` or ``entmax_alpha``.
+        k: keys kept per query by ``topk``.
+        alpha: ``entmax_alpha``'s fixed alpha in (1, 2], or one per query head.
+        n_iter: ``entmax_alpha``'s iteration cap.
+        impl: how the normaliser is computed (:mod:`sparse_attn_plugin.functional`).
+
+    Returns:
+        ``fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+        **kwargs) -> (output (B, T, H, d), weights (B, H, T, S))`` for ``query``
+        ``(B, H, T, d)`` and ``key``/``value`` ``(B, H_kv, S, d)``, ``H`` a multiple of
+        ``H_kv``. ``kwargs`` may hold ``is_causal``, ``softcap`` and ``position_bias`` (as
+        transformers' own functions read them); attention sinks (``s_aux``) are refused.
+    """
+    normalize = _normalizer(kind, k, alpha, n_iter, impl)
+
+    def attention(module: torch.nn.Module, query: Tensor, key: Tensor, value: Tensor,
+                  attention_mask: Optional[Tensor], scaling: Optional[float] = None,
+                  dropout: float = 0.0, **kwargs) -> Tuple[Tensor, Tensor]:
+        if kwargs.get("s_aux") is not None:
+            raise ValueError(f"attention sinks (s_aux) are not supported by the {kind!r} "
+                             "attention of sparse_attn_plugin")
+        if query.size(1) % key.size(1):
+            raise ValueError(f"{query.size(1)} query heads cannot share {key.size(1)} "
+                             "key/value heads")
+        groups = query.size(1) // key.size(1)
+        key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
+        if scaling is None:
+            scaling = query.size(-1) ** -0.5
+        scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+        softcap = kwargs.get("softcap")
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
+        if kwargs.get("position_bias") is not None:
+            scores = scores + kwargs["position_bias"]
+        is_causal = kwargs.get("is_causal")
+        is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+        if attention_mask is None and is_causal and query.size(2) > 1:
+            # as sdpa's is_causal: query i sees keys 0..i (upper-left aligned)
+            attention_mask = torch.ones(query.size(2), key.size(2), dtype=torch.bool,
+                                        device=query.device).tril()
+        weights = normalize(apply_mask(scores, attention_mask)).to(query.dtype)
+        weights = nnf.dropout(weights, p=dropout, training=module.training)
+        output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+        return output, weights
+
+    attention.__name__ = attention.__qualname__ = f"{kind}_attention_forward"
+    return attention
+
+
+def _transformers():
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise ImportError("sparse_attn_plugin.huggingface.register needs transformers "
+                          "(pip install transformers)") from None
+    from transformers import AttentionInterface
+    try:
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError:  # before 4.53: models build their own (float) masks
+        AttentionMaskInterface = sdpa_mask = None
+    return AttentionInterface, AttentionMaskInterface, sdpa_mask
+
+
+def register(kind: str, name: Optional[str] = None, **options) -> str:
+    """Register the attention function of ``kind`` (:func:`attention_function`, with its
+    ``options``: ``k``, ``alpha``, ``n_iter``, ``impl``) with transformers, under ``name``
+    (``kind`` by default; e.g. ``register("topk", "topk4", k=4)``), and a boolean mask
+    function under the same name. A model then uses it with
+    ``attn_implementation=name``, or ``model.set_attn_implementation(name)``. Returns
+    ``name``. Registering a name again replaces its function."""
+    attention_interface, mask_interface, sdpa_mask = _transformers()
+    function = attention_function(kind, **options)
+    name = kind if name is None else name
+    attention_interface.register(name, function)
+    if mask_interface is not None:
+        mask_interface.register(name, _boolean_mask(sdpa_mask))
+    return name
+
+
+def register_all(**options) -> Tuple[str, ...]:
+    """:func:`register` every kind of :data:`KINDS` under its own name, with ``options``
+    (``k`` for topk, ``alpha`` and ``n_iter`` for entmax_alpha, ``impl`` for all)."""
+    return tuple(register(kind, **{key: value for key, value in options.items()
+                                   if key in _OPTIONS[kind]}) for kind in KINDS)
+
+
+_OPTIONS = {"softmax": ("impl",), "topk": ("k", "impl"), "sparsemax": ("impl",),
+            "entmax15": ("impl",), "entmax_alpha": ("alpha", "n_iter", "impl")}
+
+
+def _boolean_mask(sdpa_mask):
+    """transformers' boolean mask, never skipped as "causal" (which sdpa alone can rely
+    on through ``is_causal``): as its ``eager_mask`` asks it, without the cast to float."""
+    def boolean_mask(*args, **kwargs):
+        kwargs.pop("allow_is_causal_skip", None)
+        return sdpa_mask(*args, allow_is_causal_skip=False, **kwargs)
+    return boolean_mask
