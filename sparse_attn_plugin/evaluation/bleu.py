@@ -1,10 +1,11 @@
-"""Corpus BLEU through sacrebleu, always with its signature.
+"""Corpus BLEU, and chrF beside it, through sacrebleu, always with their signatures.
 
 The papers report tokenised BLEU: sacrebleu with ``tokenize="none"`` on
 Moses-tokenised text (what ``multi-bleu.perl`` computes), case-insensitive for
 IWSLT (``lowercase=True``); WMT14 En-De results also split hyphenated compounds
 (``split_compounds=True``). ``tokenize="13a"`` on detokenised text is the
-comparable-across-papers sacreBLEU setting.
+comparable-across-papers sacreBLEU setting. chrF (:func:`corpus_chrf`) reads characters,
+so it needs no tokeniser and scores tokenised and detokenised text alike.
 """
 
 import math
@@ -12,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 
 
 @dataclass(frozen=True)
@@ -77,3 +78,24 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: 
     signature = str(metric.get_signature()) + ("|compounds:split" if split_compounds else "")
     return BleuResult(result.score, signature, str(result),
                       result.sys_len / result.ref_len if result.ref_len else 0.0)
+
+
+@dataclass(frozen=True)
+class ChrfResult:
+    score: float
+    signature: str
+
+
+def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str],
+                lowercase: bool = False) -> ChrfResult:
+    """chrF (Popovic 2015) of ``hypotheses`` against one reference each, as sacreBLEU's
+    ``CHRF()`` computes it with its defaults: whitespace removed, the character n-gram
+    counts of orders n = 1..6 summed over the corpus; per order the precision P_n
+    (matches / hypothesis n-grams) and recall R_n (matches / reference n-grams), each
+    averaged over the orders both sides have; chrF = 100 (1 + b^2) P R / (b^2 P + R) with
+    b = 2 (recall weighs twice as much as precision). ``lowercase`` for case-insensitive
+    scores, as BLEU's."""
+    hypotheses, references = checked_pairs(hypotheses, references)
+    metric = CHRF(lowercase=lowercase)
+    result = metric.corpus_score(hypotheses, [references])
+    return ChrfResult(result.score, str(metric.get_signature()))

@@ -1,7 +1,7 @@
-"""``sparse-attn-score``: BLEU, METEOR, REP and DROP of a translation in one command.
+"""``sparse-attn-score``: BLEU, chrF, METEOR, REP and DROP of a translation in one command.
 
     sparse-attn-score --hyp hyp.txt --ref ref.txt --src src.txt \
-        --metrics bleu,meteor,rep,drop --aligner MODEL_DIR --lang en
+        --metrics bleu,chrf,meteor,rep,drop --aligner MODEL_DIR --lang en
     sparse-attn-score --generate-output gen.out --remove-bpe subword_nmt --json scores.json
     sparse-attn-score --hyp sparse.txt --ref ref.txt --baseline softmax.txt  # paired test
 
@@ -27,6 +27,10 @@ from .meteor import Meteor
 from .scoring import METRICS, metric_names
 from .significance import RESAMPLES, paired_bootstrap
 from .text import remove_bpe
+
+#: What is scored when ``--metrics`` is not given: the metrics that need nothing but the
+#: hypotheses and references.
+DEFAULT_METRICS = ("BLEU", "chrF", "REP")
 
 
 class Inputs(NamedTuple):
@@ -105,6 +109,8 @@ def score(args, inputs: Inputs):
         if inputs.baseline is not None:
             scores["bleu"]["paired_bootstrap"] = paired_bootstrap(
                 hyps, inputs.baseline, refs, args.resamples, **bleu_options).record()
+    if result.chrf:
+        scores["chrf"] = {"score": result.chrf.score, "signature": result.chrf.signature}
     if result.meteor:
         scores["meteor"] = {"score": result.meteor.corpus, "language": args.lang}
         per_sentence["meteor"] = result.meteor.sentences
@@ -131,7 +137,7 @@ def table(scores) -> str:
             detail = f"symmetrize {entry['symmetrize']}"
         else:
             detail = f"{entry['reference_tokens']} ref tokens"
-        rows.append(f"{name.upper():<8} {entry['score']:>8.2f}  {detail}")
+        rows.append(f"{metric_names([name])[0]:<8} {entry['score']:>8.2f}  {detail}")
         if "paired_bootstrap" in entry:
             paired = entry["paired_bootstrap"]
             rows.append(f"{'vs base':<8} {paired['difference']:>+8.2f}  [{paired['low']:+.2f}, "
@@ -160,13 +166,13 @@ def build_parser():
                         "bootstrap 95%% interval and p-value (Koehn 2004)")
     p.add_argument("--resamples", type=int, default=RESAMPLES,
                    help=f"--baseline's bootstrap draws (default {RESAMPLES})")
-    p.add_argument("--metrics", type=parse_metrics, default=["BLEU", "REP"],
+    p.add_argument("--metrics", type=parse_metrics, default=list(DEFAULT_METRICS),
                    help=f"comma-separated, any case, from {', '.join(METRICS)} "
-                        "(default BLEU,REP)")
+                        f"(default {','.join(DEFAULT_METRICS)})")
     p.add_argument("--lang", default="en", help="METEOR language preset: en, de or other")
     p.add_argument("--tokenize", default="none",
                    help="sacrebleu tokenizer: none (tokenised text, as the papers) or 13a")
-    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF")
     p.add_argument("--remove-bpe", nargs="?", const="subword_nmt", default=None,
                    metavar="SCHEME", help="undo BPE first: subword_nmt (default) or sentencepiece")
     p.add_argument("--aligner", type=Path, help="DROP's word aligner (sparse-attn-align train)")

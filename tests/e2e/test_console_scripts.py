@@ -84,9 +84,9 @@ def test_score_prints_its_table_writes_its_files_and_exits_0(texts):
     assert proc.stderr == ""  # not the scores, as sys.exit(scores) printed them once
     table, _, text = out.partition("\n{")
     assert table.splitlines()[0].split() == ["metric", "score", "details"]
-    assert [line.split()[0] for line in table.splitlines()[1:]] == ["BLEU", "REP"]
+    assert [line.split()[0] for line in table.splitlines()[1:]] == ["BLEU", "chrF", "REP"]
     scores = json.loads("{" + text)
-    assert set(scores) == {"bleu", "rep"} and scores["rep"]["score"] > 0
+    assert set(scores) == {"bleu", "chrf", "rep"} and scores["rep"]["score"] > 0
     assert (texts / "per.tsv").read_text().splitlines()[:2] == ["id\trep", "0\t0"]
 
 

@@ -39,6 +39,32 @@ def test_scores_files_and_writes_json_and_per_sentence(files, capsys):
     assert rows[0] == "id\trep" and rows[2] == "1\t2"  # "a dog" repeated, absent from the ref
 
 
+@pytest.mark.parametrize("case", [[], ["--lowercase"]])
+def test_chrf_beside_bleu_by_default_is_sacrebleus_own(tmp_path, case):
+    """Typed as a user types it, without --metrics: BLEU, chrF and REP, chrF equal to
+    sacreBLEU's CHRF on the same text (case-insensitive with --lowercase, as BLEU), its
+    signature printed and in the JSON."""
+    from sacrebleu.metrics import CHRF
+
+    hyps = ["The cat sat on the Mat .", "a dog a dog barked", "Very very good"]
+    _lines(tmp_path / "hyp", hyps)
+    _lines(tmp_path / "ref", REFS)
+    proc = subprocess.run([BIN / "sparse-attn-score", "--hyp", tmp_path / "hyp", "--ref",
+                           tmp_path / "ref", "--json", tmp_path / "s.json", *case],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    scores = json.loads((tmp_path / "s.json").read_text())
+    assert list(scores) == ["bleu", "chrf", "rep"]
+    metric = CHRF(lowercase=bool(case))
+    direct = metric.corpus_score(hyps, [REFS])
+    assert scores["chrf"] == {"score": direct.score, "signature": str(metric.get_signature())}
+    assert ("case:lc" if case else "case:mixed") in scores["chrf"]["signature"]
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("chrF "))
+    assert row.split() == ["chrF", f"{direct.score:.2f}", scores["chrf"]["signature"]]
+    lower = CHRF(lowercase=True).corpus_score(hyps, [REFS]).score
+    assert (direct.score == lower) == bool(case)  # the case matters to this text
+
+
 def test_only_newlines_end_a_line(tmp_path):
     """A byte-order mark is no text, and U+2028, U+0085 or a form feed inside a sentence
     do not split it: the hypotheses stay aligned with their references."""
