@@ -6,7 +6,7 @@ numbered from 0, as ``--layer`` counts them."""
 
 import logging
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from torch import Tensor
 
@@ -107,17 +107,50 @@ def attention_maps(panels: Sequence[Tuple[str, Tensor, List[str], List[str]]],
 
 def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
                     zero_shares: Sequence[Dict[str, float]], path: Path, title: str,
-                    bleu_label: str = "BLEU (test)") -> Path:
-    """Two bar panels per model: BLEU, and the share of exactly-zero attention weights at
-    each site (a bar per site; none where the model has no normaliser to count, n/a)."""
+                    bleu_label: str = "BLEU (test)",
+                    intervals: Optional[Sequence[Optional[Tuple[float, float]]]] = None,
+                    reference: Optional[int] = None) -> Path:
+    """Two bar panels per model: BLEU, each bar with its value, and the share of
+    exactly-zero attention weights at each site (a bar per site; none where the model has
+    no normaliser to count, n/a).
+
+    ``intervals[i]``, where given, is the 95% interval (low, high) of model i's BLEU minus
+    model ``reference``'s on the same sentences (paired bootstrap): a whisker from the
+    reference's BLEU + low to its BLEU + high, around the bar's end, with the reference's
+    BLEU as a dashed line, so a whisker that crosses the line is a gap the test sentences
+    cannot resolve. The BLEU axis spans the bars' ends and whiskers (not from 0), so gaps of
+    1 BLEU show."""
     plt = _pyplot()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 0.6 * len(labels) + 1.6),
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 0.6 * len(labels) + 1.9),
                                          sharey=True, layout="constrained")
     positions = range(len(labels))
     left.barh(positions, bleu, color="tab:blue")
     left.set_yticks(positions, labels)
     left.invert_yaxis()
-    left.set_xlabel(bleu_label)
+    spans = list(bleu)
+    if intervals is not None and reference is not None:
+        base = bleu[reference]
+        left.axvline(base, color="black", linestyle="--", linewidth=0.8)
+        for y, interval in zip(positions, intervals):
+            if interval is None:
+                continue
+            low, high = base + interval[0], base + interval[1]
+            left.plot([low, high], [y, y], color="black", linewidth=1.2)
+            left.plot([low, low], [y - 0.15, y + 0.15], color="black", linewidth=1.2)
+            left.plot([high, high], [y - 0.15, y + 0.15], color="black", linewidth=1.2)
+            spans += [low, high]
+        left.set_title(f"whiskers: 95% interval of each row's BLEU minus {labels[reference]}'s"
+                       f"\n(paired bootstrap), drawn from {labels[reference]}'s BLEU (dashed)",
+                       fontsize=8)
+    pad = max(1.0, 0.1 * (max(spans) - min(spans)))
+    start, end = max(0.0, min(spans) - 2 * pad), max(spans) + 3 * pad
+    left.set_xlim(start, end)
+    for y, value in zip(positions, bleu):
+        inside = value - start > 0.2 * (end - start)   # else after the bar, in black
+        left.text(start + 0.1 * pad if inside else value + 0.1 * pad, y, f"{value:.2f}",
+                  va="center", ha="left", color="white" if inside else "black", fontsize=8,
+                  fontweight="bold")
+    left.set_xlabel(bleu_label + (f" (axis from {start:.0f})" if start > 0 else ""))
     height = 0.8 / len(SITES)
     for k, site in enumerate(SITES):
         offsets = [y - 0.4 + height * (k + 0.5) for y in positions]
