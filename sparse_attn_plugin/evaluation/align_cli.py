@@ -27,7 +27,7 @@ from pathlib import Path
 from ..command_line import CommandParser
 from ..files import InputError, read_lines, write_text_atomic
 from .aligner import (
-    DEFAULT_SYMMETRIZATION,
+    ALIGN_SYMMETRIZATION,
     FERTILITY_SYMMETRIZATION,
     SYMMETRIZATIONS,
     Aligner,
@@ -40,6 +40,7 @@ from .aligner import (
     guided_text,
     train_aligner,
 )
+from .drop import DROP_SYMMETRIZATION
 
 PROG = "sparse-attn-align"
 
@@ -108,8 +109,10 @@ def build_parser():
     p.add_argument("--src", type=Path, required=True)
     p.add_argument("--tgt", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True, help="Pharaoh file to write")
-    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=DEFAULT_SYMMETRIZATION,
-                   help=f"default {DEFAULT_SYMMETRIZATION}")
+    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=ALIGN_SYMMETRIZATION,
+                   help=f"default {ALIGN_SYMMETRIZATION} (Koehn et al. 2003); DROP counts "
+                        f"{DROP_SYMMETRIZATION} links by default: --symmetrize "
+                        f"{DROP_SYMMETRIZATION} shows those")
     p.set_defaults(func=cmd_align)
 
     p = sub.add_parser("fertility", help="write per-token fertilities and the GUIDED table")

@@ -41,7 +41,12 @@ from ..files import atomic_path, write_json_atomic
 #: sentence and the aligner appends with ``sink=True``: never a word to align or score.
 SINK = "<SINK>"
 SYMMETRIZATIONS = ("grow-diag-final-and", "intersection", "union", "forward", "reverse")
-DEFAULT_SYMMETRIZATION = "grow-diag-final-and"
+#: What ``align`` and ``sparse-attn-align align`` give when not told: grow-diag-final-and
+#: (Koehn et al. 2003), the symmetrisation fast_align's documentation applies to its two
+#: directions (``atools -c grow-diag-final-and``), for Pharaoh files other tools read. Not
+#: DROP's default (``drop.DROP_SYMMETRIZATION``, forward) nor the fertilities'
+#: (:data:`FERTILITY_SYMMETRIZATION`).
+ALIGN_SYMMETRIZATION = "grow-diag-final-and"
 #: The symmetrisation fertilities are counted on: it agrees best with gold fertilities
 #: (``tests/test_aligner.py``).
 FERTILITY_SYMMETRIZATION = "forward"
@@ -118,12 +123,12 @@ class Aligner:
         return self._symmetrized[symmetrize]
 
     def align(self, src_tokens: Tokens, tgt_tokens: Tokens,
-              symmetrize: str = DEFAULT_SYMMETRIZATION) -> Set[Link]:
+              symmetrize: str = ALIGN_SYMMETRIZATION) -> Set[Link]:
         """Links ``(i, j)`` (source position, target position) of one sentence pair."""
         return self.align_batch([src_tokens], [tgt_tokens], symmetrize, check_vocabulary=False)[0]
 
     def align_batch(self, sources: Sequence[Tokens], targets: Sequence[Tokens],
-                    symmetrize: str = DEFAULT_SYMMETRIZATION,
+                    symmetrize: str = ALIGN_SYMMETRIZATION,
                     check_vocabulary: bool = True) -> List[Set[Link]]:
         """Links of many sentence pairs at once (one sil-thot call; 10k pairs in about a
         second). Warns when most tokens were never seen in training."""
