@@ -8,7 +8,7 @@
 #   make bench     speed ratios against softmax
 #   (both write under .work/, not committed; the project publishes its own runs into
 #   results/ with PUBLISH=results, e.g. make demo PUBLISH=results)
-#   make lint      ruff over the package, tests, benchmarks and data_prep
+#   make lint      ruff over the packages, tests and benchmarks
 #
 #   make clean-venv remove .venv/
 #
@@ -173,7 +173,7 @@ endif
 	  tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C $$src; else src=.; fi; \
 	  $(PYTHON) -m pip wheel --no-deps --wheel-dir $(WHEELS) $$src
 	needs=$$(mktemp) && trap 'rm -f $$needs' EXIT && \
-	  for w in $(WHEELS)/sparse_attn_plugin-*.whl $(WHEELS)/entmax-*.whl; do \
+	  for w in $(WHEELS)/sparse_attn-*.whl $(WHEELS)/entmax-*.whl; do \
 	    $(PYTHON) -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
 	      print(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())' \
 	      $$w; done | sed -n 's/^Requires-Dist: *//p' | \
@@ -205,7 +205,7 @@ bench: install
 	$(BIN)/python benchmarks/drop_calibration.py --out $(PUBLISH)/evaluation
 
 lint: install
-	$(BIN)/ruff check sparse_attn_plugin tests benchmarks data_prep
+	$(BIN)/ruff check sparse_attn_plugin sparse_attn_experiments sparse_attn_data tests benchmarks
 
 clean-venv:
 	rm -rf $(VENV)

@@ -16,11 +16,11 @@ setup(
     license="MIT",
     entry_points={
         "console_scripts": [
-            "sparse-attn-synth = data_prep.synthetic:main",
-            "sparse-attn-compare = sparse_attn_plugin.experiments.compare:main",
-            "sparse-attn-reproduce = sparse_attn_plugin.experiments.reproduce:main",
-            "sparse-attn-results-index = sparse_attn_plugin.experiments.results_index:main",
-            "sparse-attn-toy-example = sparse_attn_plugin.experiments.toy_example:main",
+            "sparse-attn-synth = sparse_attn_data.synthetic:main",
+            "sparse-attn-compare = sparse_attn_experiments.compare:main",
+            "sparse-attn-reproduce = sparse_attn_experiments.reproduce:main",
+            "sparse-attn-results-index = sparse_attn_experiments.results_index:main",
+            "sparse-attn-toy-example = sparse_attn_experiments.toy_example:main",
             "sparse-attn-score = sparse_attn_plugin.evaluation.cli:main",
             "sparse-attn-align = sparse_attn_plugin.evaluation.align_cli:main",
             "sparse-attn-analyze = sparse_attn_plugin.analysis.cli:main",

@@ -41,13 +41,13 @@ from pathlib import Path
 import torch
 from fairseq import options, tasks
 
-from sparse_attn_plugin.experiments.pipeline import PLUGIN_DIR
-from sparse_attn_plugin.experiments.provenance import (
+from sparse_attn_experiments.pipeline import PLUGIN_DIR
+from sparse_attn_experiments.provenance import (
     describe_machine,
     git_commit,
     provenance_header,
 )
-from sparse_attn_plugin.experiments.timing import (
+from sparse_attn_experiments.timing import (
     add_timing_args,
     generation_seconds,
     interleaved_medians,

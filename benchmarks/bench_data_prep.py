@@ -2,8 +2,8 @@
 to each corpus (the corpora themselves cannot be downloaded on the machine that ran it).
 
 The stand-in is a ``de-en.tgz`` in IWSLT14's real layout whose training talks are the
-synthetic corpus (``data_prep.synthetic``: 10k-word Zipfian vocabularies, its largest;
-3-40 tokens a sentence) at IWSLT14's size. ``python -m data_prep.iwslt14_de_en`` runs on
+synthetic corpus (``sparse_attn_data.synthetic``: 10k-word Zipfian vocabularies, its largest;
+3-40 tokens a sentence) at IWSLT14's size. ``python -m sparse_attn_data.iwslt14_de_en`` runs on
 it offline, with the aligner's fertilities, and the seconds and bytes of each stage are
 read from its ``PREPARED.json``. The estimates for the other corpora multiply the
 per-pair cost of each stage their recipe runs by their published pair counts: linear for
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_prep import (
+from sparse_attn_data import (
     fixtures,
     iwslt14_de_en,
     iwslt15_en_vi,
@@ -31,8 +31,8 @@ from data_prep import (
     wmt14_en_de,
     wmt16_ro_en,
 )
-from data_prep.synthetic import write_corpus
-from sparse_attn_plugin.experiments.provenance import provenance_header
+from sparse_attn_data.synthetic import write_corpus
+from sparse_attn_experiments.provenance import provenance_header
 from sparse_attn_plugin.files import read_lines, write_json_atomic, write_text_atomic
 from sparse_attn_plugin.results_io import markdown_table
 
@@ -86,7 +86,8 @@ def render(prepared: dict, command: str, workers: int) -> str:
     disk = prepared["bytes"]
     return "\n".join([
         "# Corpus preparation: time and disk", "", provenance_header(command),
-        f"Measured: `python -m data_prep.iwslt14_de_en --fertility --workers {workers}` on an "
+        "Measured: `python -m sparse_attn_data.iwslt14_de_en --fertility "
+        f"--workers {workers}` on an "
         "IWSLT14-format archive of synthetic text at IWSLT14's size (training "
         f"{pairs['train']:,} pairs after cleaning, valid {pairs['valid']:,}, test "
         f"{pairs['test']:,}; 10k-word vocabularies, 10k BPE merges), offline, in "

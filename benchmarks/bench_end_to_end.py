@@ -44,15 +44,15 @@ from typing import Dict, List, Optional
 
 import torch
 
-from data_prep.synthetic import binarize, write_corpus
-from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.experiments import pipeline
-from sparse_attn_plugin.experiments.provenance import (
+from sparse_attn_data.synthetic import binarize, write_corpus
+from sparse_attn_experiments import pipeline
+from sparse_attn_experiments.provenance import (
     describe_machine,
     git_commit,
     provenance_header,
 )
-from sparse_attn_plugin.experiments.timing import interleaved_samples
+from sparse_attn_experiments.timing import interleaved_samples
+from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES, NormalizerOptions
 from sparse_attn_plugin.normalizers.fused_triton import have_triton

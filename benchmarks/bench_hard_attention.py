@@ -29,11 +29,11 @@ from pathlib import Path
 import torch
 from fairseq import options, tasks
 
-from data_prep.synthetic import binarize, write_corpus
-from sparse_attn_plugin.experiments.comparison.models import transformer_size
-from sparse_attn_plugin.experiments.pipeline import PLUGIN_DIR
-from sparse_attn_plugin.experiments.provenance import provenance_header
-from sparse_attn_plugin.experiments.timing import generation_seconds, interleaved_medians
+from sparse_attn_data.synthetic import binarize, write_corpus
+from sparse_attn_experiments.comparison.models import transformer_size
+from sparse_attn_experiments.pipeline import PLUGIN_DIR
+from sparse_attn_experiments.provenance import provenance_header
+from sparse_attn_experiments.timing import generation_seconds, interleaved_medians
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import HardRetrieval, Normalizer, Softmax
 from sparse_attn_plugin.normalizers.base import weighted_sum

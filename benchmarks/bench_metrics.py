@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_prep.synthetic import write_corpus
+from sparse_attn_data.synthetic import write_corpus
+from sparse_attn_experiments.provenance import provenance_header
 from sparse_attn_plugin.evaluation import Meteor, corpus_bleu, corpus_chrf, corpus_rep
 from sparse_attn_plugin.evaluation.aligner import train_aligner
 from sparse_attn_plugin.evaluation.drop import (
@@ -24,7 +25,6 @@ from sparse_attn_plugin.evaluation.drop import (
     PUBLISHED_SYMMETRIZATION,
     corpus_drop,
 )
-from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from sparse_attn_plugin.results_io import markdown_table
 

@@ -36,12 +36,12 @@ from pathlib import Path
 import torch
 from entmax import entmax15, entmax_bisect, sparsemax
 
-from sparse_attn_plugin.experiments.provenance import (
+from sparse_attn_experiments.provenance import (
     describe_machine,
     git_commit,
     provenance_header,
 )
-from sparse_attn_plugin.experiments.timing import (
+from sparse_attn_experiments.timing import (
     add_timing_args,
     ratios_to,
     start_timing,

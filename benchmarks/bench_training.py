@@ -22,11 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_prep.synthetic import binarize, write_corpus
-from sparse_attn_plugin.experiments import pipeline
-from sparse_attn_plugin.experiments.comparison.models import ARCHITECTURES
-from sparse_attn_plugin.experiments.pipeline import device_flags
-from sparse_attn_plugin.experiments.provenance import provenance_header
+import sparse_attn_plugin
+from sparse_attn_data.synthetic import binarize, write_corpus
+from sparse_attn_experiments import pipeline
+from sparse_attn_experiments.comparison.models import ARCHITECTURES
+from sparse_attn_experiments.pipeline import device_flags
+from sparse_attn_experiments.provenance import provenance_header
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES
 from sparse_attn_plugin.results_io import markdown_table
@@ -95,6 +96,7 @@ def in_process(data, flags, rows, batches, device="cpu", fp16=False):
     import torch
     from fairseq import options, tasks, utils
 
+    sparse_attn_plugin.register()  # imported before fairseq: --user-dir would not register it
     built = {}
     for row, row_flags in rows.items():
         parser = options.get_training_parser()
@@ -129,7 +131,7 @@ def step_breakdown(data, model, rows, rounds, batches=8):
     dispatch around them."""
     from torch.profiler import ProfilerActivity, profile
 
-    from sparse_attn_plugin.experiments.timing import interleaved_medians
+    from sparse_attn_experiments.timing import interleaved_medians
 
     built, samples = in_process(
         data, MODELS[model][0],

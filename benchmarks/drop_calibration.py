@@ -17,7 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from data_prep.synthetic import write_corpus
+from sparse_attn_data.synthetic import write_corpus
+from sparse_attn_experiments.provenance import provenance_header
 from sparse_attn_plugin.evaluation.aligner import (
     SYMMETRIZATIONS,
     aer,
@@ -25,7 +26,6 @@ from sparse_attn_plugin.evaluation.aligner import (
     train_aligner,
 )
 from sparse_attn_plugin.evaluation.drop import corpus_drop
-from sparse_attn_plugin.experiments.provenance import provenance_header
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from sparse_attn_plugin.results_io import markdown_table
 

@@ -17,5 +17,5 @@
 # Figure 1: sparse-attn-toy-example --out results/constrained
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce \
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_experiments.reproduce \
     configs/malaviya2018_constrained.json "$@"

@@ -17,14 +17,14 @@ if [[ ! -d "$REALDATA/multi30k/raw" || ! -d "$REALDATA/kftt_cicada30k" ]]; then
   exit 1
 fi
 
-"$PYTHON" -m data_prep.multi30k_de_en --raw-dir "$REALDATA/multi30k/raw"
-"$PYTHON" -m sparse_attn_plugin.experiments.compare --data data-bin/multi30k_de_en --out results/multi30k \
+"$PYTHON" -m sparse_attn_data.multi30k_de_en --raw-dir "$REALDATA/multi30k/raw"
+"$PYTHON" -m sparse_attn_experiments.compare --data data-bin/multi30k_de_en --out results/multi30k \
   --rows softmax,entmax15,hard,sparsemax,entmax_alpha,topk,csparsemax,kernel_rbf \
   --max-updates 1500 --minutes-per-row 120
 
 KFTT=$REALDATA/kftt_cicada30k
-"$PYTHON" -m data_prep.parallel --src ja --tgt en --train "$KFTT/train" --valid "$KFTT/dev" \
+"$PYTHON" -m sparse_attn_data.parallel --src ja --tgt en --train "$KFTT/train" --valid "$KFTT/dev" \
   --test "$KFTT/tune" --no-tokenize --lowercase --fertility --bpe-merges 8000 \
   --name kftt30k_ja_en
-"$PYTHON" -m sparse_attn_plugin.experiments.compare --data data-bin/kftt30k_ja_en --model lstm \
+"$PYTHON" -m sparse_attn_experiments.compare --data data-bin/kftt30k_ja_en --model lstm \
   --out results/kftt30k --max-updates 6000 --minutes-per-row 1200

@@ -33,9 +33,9 @@ case "$MODEL" in
 esac
 if [[ ! -f data-bin/multi30k_de_en/PREPARED.json ]]; then
   echo "scripts/real_data_convergence.sh: error: prepare Multi30k first" \
-       "(python -m data_prep.multi30k_de_en)" >&2
+       "(python -m sparse_attn_data.multi30k_de_en)" >&2
   exit 1
 fi
-"$PYTHON" -m sparse_attn_plugin.experiments.compare --data data-bin/multi30k_de_en --model "$MODEL" \
+"$PYTHON" -m sparse_attn_experiments.compare --data data-bin/multi30k_de_en --model "$MODEL" \
   --rows "$ROWS" --max-updates 30000 --minutes-per-row 720 --decode-with softmax \
   --tune-lenpen 1,1.5,2,3 --work-dir .work/compare/multi30k_de_en_convergence --out "$OUT"

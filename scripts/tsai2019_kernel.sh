@@ -8,11 +8,11 @@
 #
 #   scripts/tsai2019_kernel.sh --smoke       # synthetic corpus, 17 small models, 2 CPU cores
 #   scripts/tsai2019_kernel.sh               # the paper's setting (GPU); data from
-#                                            # python -m data_prep.iwslt14_de_en
+#                                            # python -m sparse_attn_data.iwslt14_de_en
 #
 # Settings: configs/tsai2019_kernel.json. Published results: results/kernel/
 # (--out results/kernel/; without --out a run writes to .work/NAME[-smoke]/report) (README.md for the full
 # run, smoke.md for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce configs/tsai2019_kernel.json "$@"
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_experiments.reproduce configs/tsai2019_kernel.json "$@"

@@ -5,7 +5,7 @@
 #
 #   scripts/xu2021_hard_attention.sh --smoke     # synthetic corpus, minutes on a CPU
 #   scripts/xu2021_hard_attention.sh             # the paper's setting (GPU, days); data from
-#       python -m data_prep.wmt14_en_de --bpe-merges 32000 --valid newstest2012+newstest2013 \
+#       python -m sparse_attn_data.wmt14_en_de --bpe-merges 32000 --valid newstest2012+newstest2013 \
 #           --max-train-subwords 256 --name wmt14_en_de_xu2021
 #   scripts/xu2021_hard_attention.sh --data DIR --updates N --work-dir DIR --out DIR
 #
@@ -14,5 +14,5 @@
 # (README.md for the full run, smoke.md for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce \
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_experiments.reproduce \
     configs/xu2021_hard_attention.json "$@"

@@ -10,13 +10,13 @@
 #
 #   scripts/zhao2019_explicit_sparse.sh --smoke   # synthetic corpus, 20 small models, 2 CPU cores
 #   scripts/zhao2019_explicit_sparse.sh           # the paper's setting (GPUs); data from
-#       python -m data_prep.iwslt14_de_en --bpe-merges 14000 --name iwslt14_de_en_bpe14k
-#       python -m data_prep.iwslt15_en_vi
-#       python -m data_prep.wmt14_en_de
+#       python -m sparse_attn_data.iwslt14_de_en --bpe-merges 14000 --name iwslt14_de_en_bpe14k
+#       python -m sparse_attn_data.iwslt15_en_vi
+#       python -m sparse_attn_data.wmt14_en_de
 #
 # Settings: configs/zhao2019_explicit_sparse.json. Published results: results/explicit_sparse/
 # (--out results/explicit_sparse/; without --out a run writes to .work/NAME[-smoke]/report)
 # (README.md and one file per table for the full run; smoke.md and smoke/ for --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_plugin.experiments.reproduce configs/zhao2019_explicit_sparse.json "$@"
+exec "${PYTHON:-.venv/bin/python}" -m sparse_attn_experiments.reproduce configs/zhao2019_explicit_sparse.json "$@"

@@ -1,20 +1,23 @@
 """sparse-attn: sparse, constrained, hard and kernel attention for fairseq.
 
-Load with ``--user-dir sparse_attn_plugin``. Importing the package registers its
-models, tasks and criterions with fairseq and lets torch>=2.6 load fairseq checkpoints,
-as soon as fairseq is imported (:mod:`.registration`): at once under fairseq's
-``--user-dir``; an importer that never imports fairseq (the scoring and corpus commands)
-never loads torch or fairseq. Loaded by a fairseq command, it makes the plugin's errors
-end that command with one line (:mod:`.errors`).
+Load with ``--user-dir sparse_attn_plugin``: fairseq imports the package after itself,
+and the package registers its models, tasks and criterions (:func:`register`) and makes
+the plugin's errors end that command with one line (:mod:`.errors`). Imported where
+fairseq is not, it has no side effect: :mod:`.functional` and :mod:`.normalizers` are
+plain PyTorch, and a Python caller who wants our fairseq models calls :func:`register`.
 """
 
 import sys
 
-from .errors import one_line_errors_at_fairseq_cli
-from .registration import register_with_fairseq
+from .registration import register
 
 __version__ = "0.1.0"
 
-register_with_fairseq()
-if "fairseq_cli" in sys.modules:  # fairseq-train, fairseq-generate, ... --user-dir
-    one_line_errors_at_fairseq_cli()
+if "fairseq" in sys.modules:  # fairseq's --user-dir, or a caller who imported fairseq first
+    register()
+    if "fairseq_cli" in sys.modules:  # fairseq-train, fairseq-generate, ...
+        from .errors import one_line_errors_at_fairseq_cli
+
+        one_line_errors_at_fairseq_cli()
+
+__all__ = ["__version__", "register"]

@@ -74,6 +74,10 @@ def load_model(checkpoint: Path, data: Path):
     reading the binarised corpus ``data``."""
     from fairseq import checkpoint_utils
 
+    from .registration import register
+
+    register()  # the checkpoint's architecture may be ours
+
     overrides = {"data": str(data)}
     state = read_checkpoint(
         checkpoint, lambda path: checkpoint_utils.load_checkpoint_to_cpu(path, overrides))

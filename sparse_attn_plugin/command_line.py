@@ -3,11 +3,11 @@ status 1, no traceback and no usage block (argparse's own ``error`` prints the u
 first and exits 2). A successful run exits 0: a ``main`` that a console script runs
 returns None or an exit status, never a result.
 
-Every command of ``sparse_attn_plugin`` and ``data_prep`` builds its parser from
-:class:`CommandParser` (``data_prep`` builds on the plugin, never the other way round).
+Every command of ``sparse_attn_plugin`` and ``sparse_attn_data`` builds its parser from
+:class:`CommandParser` (``sparse_attn_data`` builds on the plugin, never the other way round).
 The long-running ones (comparisons, reproductions, corpus recipes) report progress
-through :mod:`logging` (loggers under ``sparse_attn_plugin.experiments`` and
-``data_prep``), which :func:`show_progress` prints as ``[LABEL] message`` lines; a Python
+through :mod:`logging` (loggers under ``sparse_attn_experiments`` and
+``sparse_attn_data``), which :func:`show_progress` prints as ``[LABEL] message`` lines; a Python
 caller configures those loggers as it likes.
 """
 
@@ -18,7 +18,7 @@ import sys
 from typing import NoReturn, Optional
 
 #: The loggers of the code that reports progress to a command's user.
-PROGRESS_LOGGERS = ("sparse_attn_plugin.experiments", "data_prep")
+PROGRESS_LOGGERS = ("sparse_attn_experiments", "sparse_attn_data")
 
 
 class CommandParser(argparse.ArgumentParser):

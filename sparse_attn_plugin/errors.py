@@ -13,11 +13,12 @@ The domains: :class:`SettingsError` (model and task flags, here); fertility file
 (``evaluation.aligner.AlignerError``); checkpoints to read
 (``checkpoints.CheckpointError``); analysis inputs
 (``analysis.teacher_forced.AnalysisError``); unreadable text files
-(``files.InputError``); and in the tooling, ``experiments.``: checkpoints to average
+(``files.InputError``); and in the tooling, ``sparse_attn_experiments.``: checkpoints to average
 (``checkpoint_averaging.AveragingError``), comparison corpora
 (``comparison.corpus.CorpusError``), reproduction configs and batches
 (``reproduction.config.ConfigError``, ``reproduction.batch.BatchError``);
-corpus preparation (``data_prep.steps.PrepError``: ``data_prep`` builds on the plugin).
+corpus preparation (``sparse_attn_data.steps.PrepError``: ``sparse_attn_data`` builds on
+the plugin).
 """
 
 import sys

@@ -130,14 +130,23 @@ def read_lines(path, nonempty: bool = False) -> List[str]:
     or not UTF-8 (with the line), or, with ``nonempty``, holds no text."""
     path = Path(path)
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except UnicodeDecodeError as err:
-        line = err.object.count(b"\n", 0, err.start) + 1
-        raise InputError(f"{path}: line {line} is not UTF-8 ({err.reason})") from None
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    return decode_lines(data, str(path), nonempty)
+
+
+def decode_lines(data: bytes, name: str, nonempty: bool = False) -> List[str]:
+    """The lines of UTF-8 ``data`` read from ``name`` (a file, or ``<stdin>``) as
+    :func:`read_lines` reads a file's; :class:`InputError` naming it and the line that is
+    not UTF-8, or, with ``nonempty``, saying it holds no text."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = err.object.count(b"\n", 0, err.start) + 1
+        raise InputError(f"{name}: line {line} is not UTF-8 ({err.reason})") from None
     if nonempty and not text.strip():
-        raise InputError(f"{path}: file is empty")
+        raise InputError(f"{name}: file is empty")
     return split_lines(text)

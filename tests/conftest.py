@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def synthetic_bin(tmp_path_factory):
     """A small binarised synthetic corpus (300 / 40 / 40 pairs) shared by the session."""
-    from data_prep.synthetic import binarize, write_corpus
+    from sparse_attn_data.synthetic import binarize, write_corpus
 
     root = tmp_path_factory.mktemp("synthetic")
     write_corpus(root / "raw", train=300, valid=40, test=40)
@@ -109,7 +109,7 @@ def aligned_synthetic(tmp_path_factory):
     300 test pairs (gold alignments and fertilities beside them) in ``folder``, and
     ``aligner``, trained on the training pairs with the sink (as Malaviya et al.) and
     saved in ``folder / "aligner"`` for the commands."""
-    from data_prep.synthetic import write_corpus
+    from sparse_attn_data.synthetic import write_corpus
     from sparse_attn_plugin.evaluation.aligner import train_aligner
 
     folder = tmp_path_factory.mktemp("aligned")
@@ -169,7 +169,7 @@ def fast_fairseq(fairseq_server, monkeypatch):
     the commands as a user types them are tested in test_fairseq_cli.py and the others."""
     import sys
 
-    from sparse_attn_plugin.experiments import pipeline
+    from sparse_attn_experiments import pipeline
 
     client = [sys.executable, "-S", str(HELPERS / "fairseq_client.py"), str(fairseq_server)]
     monkeypatch.setattr(pipeline, "fairseq_command", lambda name: [*client, name])

@@ -26,7 +26,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..normalizers import SITES, EntmaxAlpha
+from ..normalizers import EntmaxAlpha
+from ..sites import SITES
 
 _SITE_OF = {"self_attn": "self", "encoder_attn": "cross"}
 _LSTM_ATTENTION = "decoder.attention.normalizer"

@@ -30,8 +30,9 @@ from ..checkpoints import (
 )
 from ..command_line import CommandParser
 from ..files import write_text_atomic
-from ..normalizers import SITES, EntmaxAlpha
+from ..normalizers import EntmaxAlpha
 from ..results_io import markdown_table
+from ..sites import SITES
 from . import plots
 from .attention_stats import head_statistics, layer_of, reads_attention, site_of
 from .teacher_forced import AnalysisError, dataset, sentence_attention

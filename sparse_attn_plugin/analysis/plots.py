@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from torch import Tensor
 
 from ..files import atomic_path
-from ..normalizers import SITES
+from ..sites import SITES
 
 SITE_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
                "decoder_cross": "cross-attention"}
@@ -143,14 +143,15 @@ def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
                        f"\n(paired bootstrap), drawn from {labels[reference]}'s BLEU (dashed)",
                        fontsize=8)
     pad = max(1.0, 0.1 * (max(spans) - min(spans)))
-    start, end = max(0.0, min(spans) - 2 * pad), max(spans) + 3 * pad
+    start, end = max(0.0, min(spans) - 2 * pad), max(spans) + pad
+    end = min(end, max(100.0, max(spans)))            # BLEU ends at 100
     left.set_xlim(start, end)
     for y, value in zip(positions, bleu):
         inside = value - start > 0.2 * (end - start)   # else after the bar, in black
         left.text(start + 0.1 * pad if inside else value + 0.1 * pad, y, f"{value:.2f}",
                   va="center", ha="left", color="white" if inside else "black", fontsize=8,
                   fontweight="bold")
-    left.set_xlabel(bleu_label + (f" (axis from {start:.0f})" if start > 0 else ""))
+    left.set_xlabel(bleu_label + (f"; axis from {start:.0f}" if start > 0 else ""))
     height = 0.8 / len(SITES)
     for k, site in enumerate(SITES):
         offsets = [y - 0.4 + height * (k + 0.5) for y in positions]

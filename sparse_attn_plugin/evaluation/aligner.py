@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import SparseAttnError
 from ..files import atomic_path, write_json_atomic
 
-#: The sink token (Malaviya et al. 2018) data_prep's ``--sink`` appends to every source
+#: The sink token (Malaviya et al. 2018) sparse_attn_data's ``--sink`` appends to every source
 #: sentence and the aligner appends with ``sink=True``: never a word to align or score.
 SINK = "<SINK>"
 SYMMETRIZATIONS = ("grow-diag-final-and", "intersection", "union", "forward", "reverse")

@@ -7,16 +7,10 @@ from typing import Sequence
 import torch
 
 from ..errors import SettingsError
-from ..modules import site_normalizer_name
-from ..normalizers import (
-    COMPILED,
-    NAMES,
-    SITES,
-    NormalizerOptions,
-    check_fits,
-    parse_alpha_init,
-)
+from ..normalizers import COMPILED, NAMES, NormalizerOptions, parse_alpha_init
 from ..normalizers.fused_triton import check_runs
+from ..site_normalizers import check_fits, site_normalizer_name
+from ..sites import SITES
 
 logger = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@
 fertility strategy and the fertility predictor, shared by the LSTM and the transformer."""
 
 from ..errors import SettingsError
-from ..modules import cross_attention_constrained, site_normalizer_name
 from ..modules.fertility import STRATEGIES, Fertility
 from ..modules.fertility_predictor import FertilityPredictor
+from ..site_normalizers import cross_attention_constrained, site_normalizer_name
 
 #: Flag defaults; the predictor's sizes are the reference tagger's.
 DEFAULTS = {

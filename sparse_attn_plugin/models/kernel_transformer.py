@@ -28,8 +28,8 @@ from fairseq.models.transformer import TransformerModel, base_architecture, tran
 from ..errors import SettingsError
 from ..modules.kernel_attention import PE_INTEGRATIONS
 from ..modules.kernel_transformer_layers import KernelTransformerDecoder, KernelTransformerEncoder
-from ..normalizers import SITES
 from ..normalizers.kernels import KERNELS
+from ..sites import SITES
 
 #: Positions added once to the token embeddings instead of inside the kernels.
 INPUT_PE = "direct_sum_input"

@@ -9,10 +9,14 @@ from fairseq.models import (
     register_model_architecture,
 )
 
-from ..modules import cross_attention_constrained, normalizer_options
 from ..modules.bounded_attention import BoundedAttention
 from ..modules.lstm import COVERAGE_FORMS, SparseLSTMDecoder, SparseLSTMEncoder
 from ..normalizers import NAMES
+from ..site_normalizers import (
+    build_site_normalizer,
+    cross_attention_constrained,
+    site_normalizer_name,
+)
 from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
 from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (
@@ -74,13 +78,14 @@ class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
                            args.coverage_vector_form)
         if not constrained and (args.exhaustion_c or args.fertility != "constant"):
             logger.warning("--exhaustion-c and --fertility only act on csoftmax/csparsemax "
-                           "attention; %s ignores them", args.attn_fn)
+                           "attention; %s ignores them",
+                           site_normalizer_name(args, "decoder_cross"))
         fertility = build_fertility(args, task.source_dictionary) if constrained else None
         encoder = SparseLSTMEncoder(
             task.source_dictionary, args.encoder_embed_dim, args.encoder_hidden_size,
             args.encoder_layers, args.dropout, args.dropout, args.sink_token, fertility)
-        attention = BoundedAttention(args.attn_fn, 1, args.exhaustion_c,
-                                     normalizer_options(args))
+        attention = BoundedAttention(build_site_normalizer(args, "decoder_cross", 1),
+                                     args.exhaustion_c)
         decoder = SparseLSTMDecoder(
             task.target_dictionary, args.decoder_embed_dim, args.decoder_hidden_size,
             args.decoder_layers, args.dropout, args.dropout, args.encoder_hidden_size,

@@ -13,11 +13,8 @@ from fairseq.models.transformer import (
     transformer_wmt_en_de,
 )
 
-from ..modules import (
-    SparseTransformerDecoder,
-    SparseTransformerEncoder,
-    cross_attention_constrained,
-)
+from ..modules import SparseTransformerDecoder, SparseTransformerEncoder
+from ..site_normalizers import cross_attention_constrained
 from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
 from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (

@@ -7,14 +7,9 @@ from .transformer_layers import (
     SparseTransformerDecoderLayer,
     SparseTransformerEncoder,
     SparseTransformerEncoderLayer,
-    build_site_normalizer,
-    cross_attention_constrained,
-    normalizer_options,
-    site_normalizer_name,
 )
 
 __all__ = [
     "SparseMultiheadAttention", "SparseTransformerDecoder", "SparseTransformerDecoderLayer",
-    "SparseTransformerEncoder", "SparseTransformerEncoderLayer", "build_site_normalizer",
-    "cross_attention_constrained", "normalizer_options", "site_normalizer_name",
+    "SparseTransformerEncoder", "SparseTransformerEncoderLayer",
 ]

@@ -14,12 +14,11 @@ does) and it gets no exhaustion bonus. Unconstrained normalisers ignore the boun
 their ``beta`` still feeds the coverage vector and the coverage penalty.
 """
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import torch
 from torch import Tensor, nn
 
-from ..normalizers import NormalizerOptions, build_normalizer
 from ..normalizers.constrained import ConstrainedNormalizer
 
 
@@ -33,16 +32,14 @@ class BoundedAttention(nn.Module):
     """Attention weights step by step, tracking the cumulative attention.
 
     Args:
-        name: a normaliser name (``csoftmax`` and ``csparsemax`` use the bounds).
-        num_heads: heads of the attention (for per-head normaliser parameters).
+        normalizer: the site's normaliser (:mod:`sparse_attn_plugin.site_normalizers`);
+            the constrained ones (``csoftmax``, ``csparsemax``) use the bounds.
         exhaustion: ``c`` of the exhaustion strategy (constrained normalisers only).
-        options: the normalisers' hyper-parameters.
     """
 
-    def __init__(self, name: str, num_heads: int = 1, exhaustion: float = 0.0,
-                 options: Optional[NormalizerOptions] = None):
+    def __init__(self, normalizer: nn.Module, exhaustion: float = 0.0):
         super().__init__()
-        self.normalizer = build_normalizer(name, num_heads, options or NormalizerOptions())
+        self.normalizer = normalizer
         self.constrained = isinstance(self.normalizer, ConstrainedNormalizer)
         self.exhaustion = exhaustion
 

@@ -1,9 +1,7 @@
 """Transformer encoder/decoder whose three attention sites use chosen normalisers.
 
-The choice is read from the model configuration: ``attn_fn`` for every site,
-overridden per site by ``encoder_self_attn_fn``, ``decoder_self_attn_fn`` and
-``decoder_cross_attn_fn``; the normalisers' hyper-parameters are the fields of
-:class:`~sparse_attn_plugin.normalizers.NormalizerOptions`. Everything else is
+Which normaliser each site gets, and with what options, is :mod:`sparse_attn_plugin.sites`'
+decision. Everything else is
 fairseq's transformer, so parameter names (and checkpoints) are unchanged.
 
 With a constrained cross-attention (``csoftmax``, ``csparsemax``) the encoder also
@@ -13,7 +11,6 @@ of Malaviya et al. 2018: the attention can park mass there); the decoder hands t
 fertilities to its cross-attention and returns attention over the batch's own columns.
 """
 
-from dataclasses import fields
 from typing import Optional
 
 import torch
@@ -26,38 +23,15 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import Tensor, nn
 
-from ..normalizers import CONSTRAINED, NormalizerOptions, build_normalizer
+from ..site_normalizers import (
+    build_site_normalizer,
+    cross_attention_constrained,
+)
 from .bounded_attention import BoundedAttention
 from .constrained_cross_attention import ConstrainedMultiheadAttention
 from .fertility import Fertility
 from .multihead_attention import SparseMultiheadAttention
 from .source_layout import SourceLayout, to_source_columns
-
-
-def site_normalizer_name(cfg, site: str) -> str:
-    """The normaliser chosen for ``site``: its own flag if set, else ``attn_fn``."""
-    return getattr(cfg, f"{site}_attn_fn", None) or getattr(cfg, "attn_fn", None) or "softmax"
-
-
-def cross_attention_constrained(cfg) -> bool:
-    """Whether the model's cross-attention is bounded by fertilities (``csoftmax``,
-    ``csparsemax``): decided here only, so that the encoder builds fertilities exactly
-    when the attention uses them."""
-    return site_normalizer_name(cfg, "decoder_cross") in CONSTRAINED
-
-
-def normalizer_options(cfg) -> NormalizerOptions:
-    """The normalisers' hyper-parameters set in ``cfg`` (defaults for the others)."""
-    return NormalizerOptions(**{
-        f.name: getattr(cfg, f.name)
-        for f in fields(NormalizerOptions)
-        if getattr(cfg, f.name, None) is not None
-    })
-
-
-def build_site_normalizer(cfg, site: str, num_heads: int):
-    """The normaliser module for one attention site of a model configured by ``cfg``."""
-    return build_normalizer(site_normalizer_name(cfg, site), num_heads, normalizer_options(cfg))
 
 
 class SparseTransformerEncoderLayer(TransformerEncoderLayerBase):
@@ -100,8 +74,8 @@ class SparseTransformerDecoderLayer(TransformerDecoderLayerBase):
             qn_block_size=self.quant_noise_block_size,
         )
         if cross_attention_constrained(cfg):
-            bounded = BoundedAttention(site_normalizer_name(cfg, "decoder_cross"), heads,
-                                       cfg.exhaustion_c, normalizer_options(cfg))
+            bounded = BoundedAttention(build_site_normalizer(cfg, "decoder_cross", heads),
+                                       cfg.exhaustion_c)
             return ConstrainedMultiheadAttention(embed_dim, heads, bounded=bounded, **kwargs)
         return SparseMultiheadAttention(
             embed_dim, heads, normalizer=build_site_normalizer(cfg, "decoder_cross", heads),

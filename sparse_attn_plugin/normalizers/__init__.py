@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..errors import SettingsError
-from ..sites import SITES
 from .base import Normalizer, Softmax
 from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
 from .dispatch import IMPLS
@@ -70,12 +69,6 @@ _FACTORIES = {
 #: called as ``normalizer(scores, upper)``.
 CONSTRAINED = ("csoftmax", "csparsemax")
 
-#: Sites each normaliser may be used at. Hard retrieval is meant for the decoder
-#: (Xu et al. 2021); in encoder self-attention it is allowed but hurts (their Table 3).
-#: Fertility bounds what each source token receives, so the constrained ones fit
-#: cross-attention only.
-FITS = {name: ("decoder_cross",) if name in CONSTRAINED else SITES for name in _FACTORIES}
-
 #: Normalisers with compiled and Triton kernels, for which ``--attn-impl`` matters.
 COMPILED = ("topk", "sparsemax", "entmax15", "entmax_alpha")
 
@@ -89,16 +82,6 @@ def _check_known(name: str) -> None:
                             f"{', '.join(NAMES)}")
 
 
-def check_fits(name: str, site: str) -> None:
-    """Raise SettingsError with one clear line if ``name`` is unknown or unfit for ``site``."""
-    _check_known(name)
-    if site not in FITS[name]:
-        raise SettingsError(
-            f"attention normaliser {name!r} cannot be used for {site.replace('_', ' ')} "
-            f"attention; it fits: {', '.join(FITS[name])}"
-        )
-
-
 def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = NormalizerOptions()):
     """Make the normaliser called ``name`` for a module with ``num_heads`` heads."""
     _check_known(name)
@@ -106,9 +89,9 @@ def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = Nor
 
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "COMPILED", "CONSTRAINED", "FITS", "IMPLS", "NAMES",
-    "RANDOM_INIT", "SITES", "CSoftmax", "CSparsemax", "Entmax15", "EntmaxAlpha",
+    "ALPHA_MAX", "ALPHA_MIN", "COMPILED", "CONSTRAINED", "IMPLS", "NAMES",
+    "RANDOM_INIT", "CSoftmax", "CSparsemax", "Entmax15", "EntmaxAlpha",
     "HardRetrieval", "InfeasibleBounds", "Normalizer", "NormalizerOptions", "Softmax",
-    "Sparsemax", "TopK", "build_normalizer", "check_fits", "csoftmax", "csparsemax",
+    "Sparsemax", "TopK", "build_normalizer", "csoftmax", "csparsemax",
     "parse_alpha_init",
 ]

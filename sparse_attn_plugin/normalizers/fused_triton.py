@@ -35,10 +35,8 @@ from torch import Tensor
 
 from ..errors import SettingsError
 from .entmax_newton import TOLERANCE
+from .triton_cases import ENTMAX15, GENERAL, SOFTMAX, SPARSEMAX
 
-#: Row cases of the kernels: general alpha, sparsemax (r = 1), 1.5-entmax (r = 2), and
-#: (backward only) softmax's gradient, for top-k.
-GENERAL, SPARSEMAX, ENTMAX15, SOFTMAX = 0, 1, 2, 3
 #: Elements one program holds: rows per program = this / the row's power-of-two width.
 BLOCK_ELEMENTS = 4096
 #: The longest row the kernels take: a row is held whole in one program's registers.

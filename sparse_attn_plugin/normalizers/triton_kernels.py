@@ -8,11 +8,11 @@ is compiled for a GPU or run by Triton's interpreter (``TRITON_INTERPRET=1``).
 import triton
 import triton.language as tl
 
-from . import fused_triton
+from . import triton_cases
 
-ENTMAX15 = tl.constexpr(fused_triton.ENTMAX15)
-SOFTMAX = tl.constexpr(fused_triton.SOFTMAX)
-SPARSEMAX = tl.constexpr(fused_triton.SPARSEMAX)
+ENTMAX15 = tl.constexpr(triton_cases.ENTMAX15)
+SOFTMAX = tl.constexpr(triton_cases.SOFTMAX)
+SPARSEMAX = tl.constexpr(triton_cases.SPARSEMAX)
 
 
 @triton.jit

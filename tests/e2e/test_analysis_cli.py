@@ -172,7 +172,7 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(alpha_run, synthetic_bin, t
 ])
 def test_a_checkpoint_the_analysis_cannot_use_is_one_line(alpha_run, synthetic_bin, tmp_path,
                                                           capsys, argv, message):
-    from data_prep.synthetic import binarize, write_corpus
+    from sparse_attn_data.synthetic import binarize, write_corpus
 
     (tmp_path / "empty").mkdir()
     other, transformer = tmp_path / "other", tmp_path / "transformer.pt"

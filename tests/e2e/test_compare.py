@@ -9,19 +9,19 @@ from contextlib import nullcontext
 
 import pytest
 
-from sparse_attn_plugin.evaluation import Meteor, read_generate_output
-from sparse_attn_plugin.evaluation.aligner import train_aligner
-from sparse_attn_plugin.experiments import compare
-from sparse_attn_plugin.experiments.comparison.corpus import (
+from sparse_attn_experiments import compare
+from sparse_attn_experiments.comparison.corpus import (
     CorpusError,
     drop_sink,
     open_corpus,
     synthetic_corpus,
 )
-from sparse_attn_plugin.experiments.comparison.translations import generate_log
+from sparse_attn_experiments.comparison.translations import generate_log
+from sparse_attn_plugin.evaluation import Meteor, read_generate_output
+from sparse_attn_plugin.evaluation.aligner import train_aligner
 from sparse_attn_plugin.files import read_lines
 
-from helpers import REPO
+from helpers import REPO, fairseq_env
 from helpers.metrics import rescored, sacrebleu_bleu
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
@@ -265,14 +265,14 @@ def test_decode_with_decodes_every_row_with_one_normaliser_against_its_own(tmp_p
 
     # A normaliser that cannot sit at every site, or that the model cannot use: one line,
     # exit status 1. (What the LSTM cannot use is what its model refuses.)
-    from sparse_attn_plugin.experiments.comparison.models import ARCHITECTURES
+    from sparse_attn_experiments.comparison.models import ARCHITECTURES
     from sparse_attn_plugin.models.sparse_lstm import LSTM_NAMES
     from sparse_attn_plugin.normalizers import NAMES
 
     assert ARCHITECTURES["lstm"].cannot_use == tuple(n for n in NAMES if n not in LSTM_NAMES)
     for model, name, usable in (("tiny", "csparsemax", "entmax_alpha, hard"),
                                 ("lstm", "hard", "entmax_alpha")):
-        refused = subprocess.run([sys.executable, "-m", "sparse_attn_plugin.experiments.compare",
+        refused = subprocess.run([sys.executable, "-m", "sparse_attn_experiments.compare",
                                   "--model", model, "--decode-with", name],
                                  capture_output=True, text=True, cwd=REPO)
         assert refused.returncode == 1 and refused.stdout == ""
@@ -346,13 +346,114 @@ def test_tune_lenpen_translates_every_row_at_its_best_penalty_on_valid(tmp_path)
 
     for grid, why in (("1,x", "'x' is not a number"), ("1,1.0", "'1,1.0' repeats a penalty"),
                       ("", "'' is not a number"), ("1,inf", "'inf' is not a finite number")):
-        refused = subprocess.run([sys.executable, "-m", "sparse_attn_plugin.experiments.compare",
+        refused = subprocess.run([sys.executable, "-m", "sparse_attn_experiments.compare",
                                   "--tune-lenpen", grid, "--out", str(tmp_path / "refused")],
                                  capture_output=True, text=True, cwd=REPO)
         assert refused.returncode == 1 and refused.stdout == ""
         assert refused.stderr == ("sparse-attn-compare: error: --tune-lenpen takes "
                                   f"comma-separated numbers, e.g. 1,1.5,2: {why}\n")
     assert not (tmp_path / "refused").exists()
+
+
+@pytest.mark.slow
+def test_the_paper_model_with_flags_passed_on_to_fairseq(tmp_path):
+    """``--model paper`` trains fairseq's transformer_iwslt_de_en with the IWSLT14 recipe,
+    validating every epoch; ``--train-flags`` and ``--generate-flags`` reach every row's
+    fairseq-train and fairseq-generate (here: checkpoints without the optimiser's state,
+    2 batches an update; no word twice in a translation) and the report says so."""
+    from argparse import Namespace
+
+    import torch
+    from fairseq.models.transformer import transformer_iwslt_de_en
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    compare.main(["--model", "paper", "--rows", "softmax", "--train-size", "200",
+                  "--eval-size", "8", "--max-updates", "1", "--out", str(out),
+                  "--work-dir", str(work), "--train-flags",
+                  "--no-save-optimizer-state --update-freq 2", "--generate-flags",
+                  "--no-repeat-ngram-size 1"])
+    folder = work / "paper" / "softmax"
+    state = torch.load(folder / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    model, fairseqs = state["cfg"]["model"], Namespace()
+    transformer_iwslt_de_en(fairseqs)
+    sizes = ("encoder_layers", "decoder_layers", "encoder_embed_dim", "decoder_embed_dim",
+             "encoder_ffn_embed_dim", "decoder_ffn_embed_dim", "encoder_attention_heads",
+             "decoder_attention_heads")
+    assert {k: getattr(model, k) for k in sizes} == {k: getattr(fairseqs, k) for k in sizes}
+    assert (model.encoder_layers, model.encoder_embed_dim, model.encoder_ffn_embed_dim) == (
+        6, 512, 1024)
+    assert state["model"]["decoder.layers.5.fc1.weight"].shape == (1024, 512)
+    assert "decoder.layers.6.fc1.weight" not in state["model"]
+    assert (model.dropout, model.share_decoder_input_output_embed) == (0.3, True)
+    optimization = state["cfg"]["optimization"]
+    assert (optimization.lr, optimization.update_freq) == ([5e-4], [2])
+    assert state["cfg"]["optimizer"].weight_decay == 0.0001
+    assert state["last_optimizer_state"] is None  # --no-save-optimizer-state reached it
+
+    row = json.loads((out / "comparison.json").read_text())["rows"][0]
+    assert [u for u, _ in row["validation_curve"]] == [1]  # after the epoch, not every N
+    assert "--stop-time-hours" not in row["spec"]["train"]  # no time budget
+    assert row["spec"]["train"][-3:] == ["--no-save-optimizer-state", "--update-freq", "2"]
+    log = (folder / "generate-test.log").read_text()
+    assert "'no_repeat_ngram_size': 1" in log
+    translations = read_generate_output(log.splitlines()).hypotheses
+    assert len(translations) == 8 and all(len(set(t.split())) == len(t.split())
+                                          for t in translations)
+    table = (out / "README.md").read_text()
+    assert ("fairseq's transformer_iwslt_de_en (6+6 layers, 512-dim, 4 heads, 1024-dim "
+            "feed-forward)") in table
+    assert ("training stops after 5 validations without a better loss or 1 updates, "
+            "whichever comes first; validation after every epoch; seed 1; beam 5; every "
+            "fairseq-train also gets `--no-save-optimizer-state --update-freq 2`; every "
+            "fairseq-generate also gets `--no-repeat-ngram-size 1`.") in table
+    assert ("--train-flags '--no-save-optimizer-state --update-freq 2' --generate-flags "
+            "'--no-repeat-ngram-size 1'") in json.loads(
+                (out / "comparison.json").read_text())["command"]
+
+
+@pytest.mark.slow
+def test_flags_compare_sets_or_fairseq_refuses_are_refused_in_one_line(tmp_path):
+    """``--train-flags``/``--generate-flags`` that would override the comparison's own
+    settings, or that fairseq refuses, stop the command as typed before anything is
+    written: one line, exit status 1."""
+    import torch
+
+    command = [str(REPO / ".venv" / "bin" / "sparse-attn-compare"), "--rows",
+               "softmax,kernel_rbf", "--train-size", "200", "--eval-size", "8",
+               "--max-updates", "1", "--out", str(tmp_path / "out"),
+               "--work-dir", str(tmp_path / "work")]
+    cases = [
+        (["--model", "paper", "--train-flags", "--lr 1"],
+         "--train-flags cannot set --lr: sparse-attn-compare sets it (part of --model paper)"),
+        (["--train-flags=--max-update=3"], "--train-flags cannot set --max-update: "
+         "sparse-attn-compare sets it (use --max-updates)"),
+        (["--train-flags", "--decoder-cross-attn-fn sparsemax"], "--train-flags cannot set "
+         "--decoder-cross-attn-fn: sparse-attn-compare sets it (use --rows)"),
+        (["--generate-flags", "--beam=2"], "--generate-flags cannot set --beam: "
+         "sparse-attn-compare sets it (part of every row's decoding)"),
+        (["--generate-flags", "--lenpen 2", "--tune-lenpen", "1,2"], "--generate-flags "
+         "cannot set --lenpen: sparse-attn-compare sets it (use --tune-lenpen)"),
+        (["--train-flags", "--no-such-flag"],
+         "--train-flags '--no-such-flag': fairseq-train does not know --no-such-flag"),
+        (["--train-flags", "--clip-norm x"], "--train-flags '--clip-norm x': fairseq-train "
+         "says: argument --clip-norm: invalid float value: 'x'"),
+        (["--generate-flags", "'--unkpen"], "--generate-flags \"'--unkpen\": No closing "
+         "quotation"),
+        (["--train-flags", "--out", "x"], "argument --train-flags: expected one argument "
+         "(see sparse-attn-compare --help)"),
+    ]
+    if not torch.cuda.is_available():  # fairseq refuses --fp16 on a CPU when it starts
+        cases.append((["--train-flags", "--fp16"], "fairseq-train failed: AssertionError: "
+                      "Torch not compiled with CUDA enabled (full log: "
+                      f"{tmp_path / 'work' / 'tiny' / 'softmax' / 'train.log'})"))
+    for argv, said in cases:
+        refused = subprocess.run([*command, *argv], capture_output=True, text=True,
+                                 cwd=tmp_path, env=fairseq_env())
+        assert (refused.returncode, refused.stderr) == (1, f"sparse-attn-compare: error: "
+                                                           f"{said}\n"), argv
+        assert not (tmp_path / "out").exists()
+        if "--fp16" not in argv:  # refused before the synthetic corpus is made
+            assert not (tmp_path / "work").exists() and refused.stdout == ""
 
 
 def test_a_row_stops_when_its_validation_loss_stops_improving(tmp_path):
@@ -387,7 +488,7 @@ def test_a_prepared_folder_gives_its_test_splits_and_subwords(tmp_path):
 
 
 def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
-    from sparse_attn_plugin.experiments.pipeline import stop_reason, validation_curve
+    from sparse_attn_experiments.pipeline import stop_reason, validation_curve
 
     log = tmp_path / "train.log"
     config = "INFO | fairseq_cli.train | {'optimization': {'stop_time_hours': 0.5}}\n"
@@ -409,11 +510,11 @@ def test_why_training_stopped_is_read_from_fairseqs_own_words(tmp_path):
 def test_each_row_is_paired_with_softmax_on_the_same_sentences(tmp_path):
     from types import SimpleNamespace
 
+    from sparse_attn_experiments.comparison.paired import KEY, pair_with_softmax
+    from sparse_attn_experiments.comparison.report import paired_table
+    from sparse_attn_experiments.comparison.translations import keep
     from sparse_attn_plugin.evaluation import corpus_bleu
     from sparse_attn_plugin.evaluation.significance import paired_bootstrap
-    from sparse_attn_plugin.experiments.comparison.paired import KEY, pair_with_softmax
-    from sparse_attn_plugin.experiments.comparison.report import paired_table
-    from sparse_attn_plugin.experiments.comparison.translations import keep
 
     work, out, tests = tmp_path / "work", tmp_path / "out", {"test": "test_2016_flickr"}
     refs = [f"a man rides a bike number {i} ." for i in range(30)]
@@ -481,7 +582,7 @@ def test_each_row_is_paired_with_softmax_on_the_same_sentences(tmp_path):
 
 
 def test_the_table_says_whether_a_stopped_row_was_still_learning():
-    from sparse_attn_plugin.experiments.comparison.report import stopped_cell
+    from sparse_attn_experiments.comparison.report import stopped_cell
 
     def row(stopped, losses):
         curve = [(100 * (i + 1), loss) for i, loss in enumerate(losses)]
@@ -502,8 +603,8 @@ def test_the_length_table_gives_each_rows_bleu_without_its_brevity_penalty():
 
     from sacrebleu.metrics import BLEU
 
+    from sparse_attn_experiments.comparison.report import length_table
     from sparse_attn_plugin.evaluation import corpus_bleu
-    from sparse_attn_plugin.experiments.comparison.report import length_table
 
     refs = [f"a man in a red shirt rides a bike number {i} ." for i in range(20)]
     hyps = {"softmax": refs, "entmax_alpha": [r.replace(" red shirt", "") for r in refs]}
@@ -525,7 +626,7 @@ def test_the_length_table_gives_each_rows_bleu_without_its_brevity_penalty():
 
 
 def test_the_reading_gives_how_each_trailing_rows_loss_gap_moved():
-    from sparse_attn_plugin.experiments.comparison.report import _gap_trends, loss_gaps
+    from sparse_attn_experiments.comparison.report import _gap_trends, loss_gaps
 
     def row(name, losses, every=100):
         return {"attention": name, "validation_curve": [[every * (i + 1), loss]
@@ -549,7 +650,7 @@ def test_training_tells_its_speed_once(synthetic_bin, tmp_path, monkeypatch, pro
                                        heard_at_end):
     """``pipeline.train``'s ``on_speed``: once, at the first logging interval after the
     probe time (here at once), or at the end of a shorter run."""
-    from sparse_attn_plugin.experiments import pipeline
+    from sparse_attn_experiments import pipeline
 
     from helpers.models import TINY
 

@@ -4,10 +4,13 @@ exits 0 with its output on stdout and its files written; bad input exits 1 with 
 one ``PROG: error: ...`` line on stderr and no traceback."""
 
 import ast
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +20,6 @@ from helpers import BIN, REPO, fairseq_env
 SCRIPTS = ("sparse-attn-score", "sparse-attn-align", "sparse-attn-analyze", "sparse-attn-synth",
            "sparse-attn-compare", "sparse-attn-reproduce", "sparse-attn-results-index",
            "sparse-attn-toy-example")
-#: The modules those commands lived in before ``experiments/``: results files name them.
-OLD_MODULES = {"sparse_attn_plugin.compare": "sparse-attn-compare",
-               "sparse_attn_plugin.reproduce": "sparse-attn-reproduce",
-               "sparse_attn_plugin.results_index": "sparse-attn-results-index",
-               "sparse_attn_plugin.analysis.toy_example": "sparse-attn-toy-example"}
 RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16_ro_en",
            "multi30k_de_en")
 
@@ -245,28 +243,58 @@ def test_reproduce_and_results_index_bad_input(tmp_path):
     assert "must be folders" in failed_in_one_line(proc, "sparse-attn-results-index")
 
 
-@pytest.mark.parametrize("old", OLD_MODULES)
-def test_the_old_module_paths_still_run_their_commands(old, tmp_path):
-    """``python -m`` at the paths results files recorded runs the same command."""
-    proc = module(old, "--help")
-    assert succeeded(proc).startswith(f"usage: {OLD_MODULES[old]} ")
+def commands_shown():
+    """Every ``python -m MODULE`` and ``python FILE.py`` that README.md, docs/, scripts/,
+    configs/ and the records in results/ show a user, with where each is shown."""
+    shown = {}
+    pattern = re.compile(r"python3? -m ([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)(?![\w.…])"
+                         r"|python3? ((?:benchmarks|scripts)/\w+\.py)")  # not NAME, not …
+    places = [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(REPO / "scripts").iterdir(),
+              *(REPO / "configs").rglob("*.json"), *(REPO / "results").rglob("*.md"),
+              *(REPO / "results").rglob("*.json")]
+    for path in places:
+        for match in pattern.finditer(path.read_text()):
+            shown.setdefault(match.group(1) or match.group(2), str(path.relative_to(REPO)))
+    return shown
+
+
+def test_every_python_command_shown_or_recorded_still_runs():
+    """What a user copies from the docs or from a results record names a module that still
+    runs as a command, or a file that is still there: no old path survives a move."""
+    shown = commands_shown()
+    assert "sparse_attn_data.iwslt14_de_en" in shown and "benchmarks/bench_training.py" in shown
+    missing = []
+    for name, where in sorted(shown.items()):
+        if name.endswith(".py"):
+            ok = (REPO / name).is_file()
+        elif name.split(".")[0] in ("sparse_attn_plugin", "sparse_attn_experiments",
+                                    "sparse_attn_data"):
+            spec = importlib.util.find_spec(name)
+            ok = spec is not None and spec.origin is not None and \
+                'if __name__ == "__main__":' in Path(spec.origin).read_text()
+        else:
+            ok = importlib.util.find_spec(name.split(".")[0]) is not None  # pip, fairseq_cli, ...
+        if not ok:
+            missing.append(f"{where}: {name}")
+    assert missing == []
 
 
 # -- python -m entries -------------------------------------------------------------------------
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_data_prep_recipe_without_its_archives(recipe, tmp_path):
     (tmp_path / "raw").mkdir()
-    proc = module(f"data_prep.{recipe}", "--raw-dir", tmp_path / "raw", "--dest-dir",
+    proc = module(f"sparse_attn_data.{recipe}", "--raw-dir", tmp_path / "raw", "--dest-dir",
                   tmp_path / "bin", "--work-dir", tmp_path / "work")
-    assert ": not found; offline mode" in failed_in_one_line(proc, f"python -m data_prep.{recipe}")
+    assert ": not found; offline mode" in failed_in_one_line(
+        proc, f"python -m sparse_attn_data.{recipe}")
     assert not (tmp_path / "bin").exists()
 
 
 def test_data_prep_parallel_without_its_files(tmp_path):
-    proc = module("data_prep.parallel", "--src", "de", "--tgt", "en", "--train",
+    proc = module("sparse_attn_data.parallel", "--src", "de", "--tgt", "en", "--train",
                   tmp_path / "train", "--valid", tmp_path / "valid", "--test", tmp_path / "test",
                   "--name", "mine", "--dest-dir", tmp_path / "bin", "--work-dir",
                   tmp_path / "work")
-    assert failed_in_one_line(proc, "python -m data_prep.parallel") == \
+    assert failed_in_one_line(proc, "python -m sparse_attn_data.parallel") == \
         f"{tmp_path / 'train.de'}: no such file"
     assert not (tmp_path / "bin").exists()

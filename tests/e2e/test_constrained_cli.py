@@ -113,9 +113,9 @@ def test_constrained_attention_without_the_sink_stops_fairseq_train_with_one_lin
 
 
 def test_a_prepared_corpus_trains_a_constrained_model_with_no_manual_step(tmp_path):
-    """data_prep --fertility output is what --task sparse_translation reads: the predictor
+    """sparse_attn_data --fertility output is what --task sparse_translation reads: the predictor
     trains on the aligner's fertilities and the model decodes (KFTT's fixture archive)."""
-    from data_prep import fixtures, kftt_ja_en, recipe
+    from sparse_attn_data import fixtures, kftt_ja_en, recipe
 
     fixtures.kftt_archive(tmp_path / "raw")
     data = recipe.main(kftt_ja_en.RECIPE, [

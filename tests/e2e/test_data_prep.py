@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from data_prep import (
+from sparse_attn_data import (
     archive,
     download,
     fixtures,
@@ -82,7 +82,7 @@ def test_clean_pairs_follows_moses_clean_corpus():
 
 
 def test_worker_processes_give_the_same_lines_in_order(monkeypatch):
-    from data_prep import line_map
+    from sparse_attn_data import line_map
 
     lines = [f"Line {i}: it's well-known, isn't it?" for i in range(10)]
     monkeypatch.setattr(line_map, "CHUNK", 3)
@@ -168,7 +168,7 @@ def test_an_archive_that_is_not_the_published_one_is_refused(tmp_path, capsys):
         recipe.main(wmt14_en_de.RECIPE, ["--raw-dir", tmp_path / "raw", "--dest-dir",
                                          tmp_path / "bin", "--work-dir", tmp_path / "work"])
     err = capsys.readouterr().err.strip()
-    assert err.startswith("python -m data_prep.wmt14_en_de: error: ")
+    assert err.startswith("python -m sparse_attn_data.wmt14_en_de: error: ")
     assert "training-parallel-europarl-v7.tgz:" in err
     assert "expected 657632379 (truncated or the wrong file" in err
     assert not (tmp_path / "bin").exists()
@@ -384,7 +384,7 @@ def test_every_corpus_resumes_reruns_and_names_a_damaged_archive(tmp_path, capsy
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert err[0].startswith(f"python -m data_prep.{module.RECIPE.name}: error: ")
+    assert err[0].startswith(f"python -m sparse_attn_data.{module.RECIPE.name}: error: ")
     assert damaged in err[0]
     assert not (tmp_path / "again" / "data-bin").exists()
 

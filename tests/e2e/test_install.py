@@ -273,14 +273,12 @@ def system_install(tmp_path_factory):
     return venv
 
 
-@pytest.fixture(scope="module")
-def torch_only_python(tmp_path_factory):
-    """A Python that has torch, triton and their needs, and nothing else: a venv whose
-    site-packages links this run's."""
+def venv_with_this_torch(folder, *venv_options):
+    """A new venv at ``folder`` that has torch, triton and their needs (linked from this
+    run's site-packages) and nothing else; its python."""
     from packaging.requirements import Requirement
 
-    folder = tmp_path_factory.mktemp("torch-only") / "python"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", *venv_options, str(folder)], check=True)
     site = folder / "lib" / PY / "site-packages"
     todo, seen = ["torch", "triton"], set()
     while todo:
@@ -297,6 +295,13 @@ def torch_only_python(tmp_path_factory):
             if (dist.locate_file(top)).exists() and not (site / top).exists():
                 (site / top).symlink_to(dist.locate_file(top))
     return folder / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def torch_only_python(tmp_path_factory):
+    """A Python that has torch, triton and their needs, and nothing else."""
+    return venv_with_this_torch(tmp_path_factory.mktemp("torch-only") / "python",
+                                "--without-pip")
 
 
 @pytest.fixture(scope="module")
@@ -336,7 +341,7 @@ def test_install_from_a_wheels_folder_offline_for_real(offline_install, torch_on
                                                       tmp_path):
     wheels, venv, prefix, env, args = offline_install
     names = {path.name.split("-")[0].lower() for path in wheels.iterdir()}
-    assert {"fairseq_fixed", "sparse_attn_plugin", "antlr4_python3_runtime", "entmax",
+    assert {"fairseq_fixed", "sparse_attn", "antlr4_python3_runtime", "entmax",
             "numpy", "pycocoevalcap", "pytest"} <= names
     assert not names & {"torch", "triton"}
     found = imported_from(venv / "bin" / "python", tmp_path)
@@ -361,3 +366,50 @@ def test_install_with_the_system_torch_of_a_python_without_one_fails_in_one_line
                      "that has: PYTHON=/path/to/python.  Stop.")
     assert re.fullmatch(rf"Makefile:\d+: \*\*\* {said}\n", proc.stderr), proc.stderr
     assert not venv.exists()
+
+
+def checkout_copy(folder):
+    """The checkout's tracked and new files (what a clone or sdist holds), in ``folder``."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=REPO, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, folder / name)
+    return folder
+
+
+@real
+def test_pip_install_gives_the_library_without_fairseq(tmp_path):
+    """``pip install .`` in a fresh venv that has a CPU torch: the normalisers' functional
+    API and the scoring command work, fairseq is neither installed nor imported, and the
+    wheel's top-level packages are the project's three (no generic name)."""
+    python = venv_with_this_torch(tmp_path / "fresh")
+    source = checkout_copy(tmp_path / "source")
+    proc = subprocess.run([str(python), "-m", "pip", "install", "-q",
+                           "--disable-pip-version-check", str(source)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    use = ("import sys, torch\n"
+           "from sparse_attn_plugin.functional import entmax15, sparsemax\n"
+           "p = sparsemax(torch.tensor([[3.0, 1.0, -1.0, float('-inf')]]))\n"
+           "assert p.tolist() == [[1.0, 0.0, 0.0, 0.0]], p\n"
+           "assert abs(float(entmax15(torch.randn(2, 7)).sum()) - 2.0) < 1e-5\n"
+           "import importlib.util\n"
+           "assert importlib.util.find_spec('fairseq') is None\n"
+           "assert not [m for m in sys.modules if m.startswith('fairseq')]\n")
+    proc = subprocess.run([str(python), "-c", use], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    site = tmp_path / "fresh" / "lib" / PY / "site-packages"
+    top_level = {path.name for path in site.iterdir() if (path / "__init__.py").exists()}
+    ours = {name for name in top_level if name.startswith(("sparse_attn", "data_prep"))}
+    assert ours == {"sparse_attn_plugin", "sparse_attn_data", "sparse_attn_experiments"}
+    assert not (site / "data_prep").exists()
+    (tmp_path / "hyp").write_text("the cat sat on the mat\n")
+    (tmp_path / "ref").write_text("the cat sat on the mat\n")
+    proc = subprocess.run([str(python.parent / "sparse-attn-score"), "--hyp", "hyp", "--ref",
+                           "ref", "--metrics", "bleu"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and "100.0" in proc.stdout, proc.stdout + proc.stderr

@@ -8,8 +8,8 @@ import torch
 
 from sparse_attn_plugin.models.kernel_transformer import INPUT_PE
 from sparse_attn_plugin.modules.kernel_attention import PE_INTEGRATIONS
-from sparse_attn_plugin.normalizers import SITES
 from sparse_attn_plugin.normalizers.kernels import KERNELS
+from sparse_attn_plugin.sites import SITES
 
 from helpers import PLUGIN
 from helpers.fairseq_runs import ROUNDING, decoded, fairseq, gap

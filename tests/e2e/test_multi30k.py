@@ -1,7 +1,7 @@
 """Multi30k De-En on the real files (``../shared/realdata/multi30k``): the recipe offline
 makes the dataset's own tokenised files and binarises them with its four test sets, and
 ``sparse-attn-compare --smoke`` runs end to end on a slice of the corpus, prepared with
-``python -m data_prep.parallel``: a tiny 1.5-entmax model trains 200 updates
+``python -m sparse_attn_data.parallel``: a tiny 1.5-entmax model trains 200 updates
 with falling validation loss and translates with BLEU above zero (a smoke run: a check
 that the pipeline works on real language, not a result; the other rows' wiring is
 test_compare.py's on the synthetic corpus)."""
@@ -33,7 +33,7 @@ def run(*argv):
 
 def test_the_recipe_makes_the_datasets_tokenised_files_and_binarises_them(tmp_path):
     # 2,000 merges instead of the recipe's 10,000: the text and the splits are the subject.
-    run("data_prep.multi30k_de_en", "--raw-dir", MULTI30K / "raw", "--dest-dir",
+    run("sparse_attn_data.multi30k_de_en", "--raw-dir", MULTI30K / "raw", "--dest-dir",
         tmp_path / "bin", "--work-dir", tmp_path / "work", "--keep-intermediates",
         "--bpe-merges", "2000")
     tok, dest = tmp_path / "work" / "multi30k_de_en" / "tok", tmp_path / "bin" / "multi30k_de_en"
@@ -64,13 +64,13 @@ def test_compare_smoke_run_on_a_slice_of_multi30k(tmp_path):
         for lang in ("de", "en"):
             lines = read_gz(MULTI30K / "raw" / f"{stem}.{lang}.gz")[:size]
             write_lines(text / f"{name}.{lang}", lines)
-    run("data_prep.parallel", "--src", "de", "--tgt", "en", "--train", text / "train",
+    run("sparse_attn_data.parallel", "--src", "de", "--tgt", "en", "--train", text / "train",
         "--valid", text / "valid", "--test", text / "flickr2016", "--test", text / "mscoco2017",
         "--lowercase", "--normalize-punctuation", "--moses", "2017", "--joined-dictionary",
         "--bpe-merges", "2000", "--name", "slice", "--dest-dir", tmp_path / "bin",
         "--work-dir", tmp_path / "work")
     out = tmp_path / "out"
-    proc = run("sparse_attn_plugin.experiments.compare", "--data", tmp_path / "bin" / "slice",
+    proc = run("sparse_attn_experiments.compare", "--data", tmp_path / "bin" / "slice",
                "--model", "tiny", "--rows", "entmax15", "--smoke", "--max-updates", "200",
                "--validate-every", "50", "--out", out, "--work-dir", tmp_path / "compare")
     assert "[compare] done" in proc.stdout

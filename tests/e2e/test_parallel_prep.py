@@ -1,4 +1,4 @@
-"""``python -m data_prep.parallel``: the user's own PREFIX.SRC / PREFIX.TGT files through
+"""``python -m sparse_attn_data.parallel``: the user's own PREFIX.SRC / PREFIX.TGT files through
 the recipes' pipeline, as a user runs it (a new process): the splits binarised with the
 chosen preprocessing, further test sets as test1.., settings recorded; bad input refused
 in one line with nothing written; the real KFTT 30k sample."""
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.download import checksum_of
+from sparse_attn_data.download import checksum_of
 from sparse_attn_plugin.files import read_lines
 
 from helpers import REALDATA, REPO, needs_realdata
 from helpers.corpora import load_split
 
-PROG = "python -m data_prep.parallel"
+PROG = "python -m sparse_attn_data.parallel"
 KFTT = REALDATA / "kftt_cicada30k"
 
 TRAIN = [("Das ist ein Haus.", "This is a House."),
@@ -50,7 +50,7 @@ def corpus(tmp_path):
 def prepare(tmp_path, *argv, src="de", tgt="en"):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     return subprocess.run(
-        [sys.executable, "-m", "data_prep.parallel", "--src", src, "--tgt", tgt,
+        [sys.executable, "-m", "sparse_attn_data.parallel", "--src", src, "--tgt", tgt,
          "--dest-dir", tmp_path / "bin", "--work-dir", tmp_path / "work", *map(str, argv)],
         cwd=REPO, env=env, capture_output=True, text=True)
 

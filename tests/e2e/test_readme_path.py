@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import torch
 
-from data_prep import fixtures
+from sparse_attn_data import fixtures
 from sparse_attn_plugin.evaluation import read_generate_output
 from sparse_attn_plugin.evaluation.text import remove_bpe
 from sparse_attn_plugin.files import read_lines
@@ -44,7 +44,7 @@ def test_the_readme_path_runs_as_written(tmp_path, fairseq_server):
     client = f"command python -S {CLIENT} {fairseq_server}"
     shims = f"""set -eo pipefail
 python() {{
-  if [ "${{1:-}} ${{2:-}}" = "-m data_prep.iwslt14_de_en" ]; then
+  if [ "${{1:-}} ${{2:-}}" = "-m sparse_attn_data.iwslt14_de_en" ]; then
     command python "$@" --raw-dir {tmp_path / 'raw'} --no-checksums --bpe-merges 40
   else command python "$@"; fi
 }}

@@ -11,7 +11,7 @@ from xml.sax.saxutils import unescape
 
 import pytest
 
-from data_prep import iwslt14_de_en, recipe, text, wmt14_en_de, wmt16_ro_en
+from sparse_attn_data import iwslt14_de_en, recipe, text, wmt14_en_de, wmt16_ro_en
 from sparse_attn_plugin import files
 
 from helpers import REALDATA, needs_realdata

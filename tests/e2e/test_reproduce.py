@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from fairseq import options
 
-from data_prep import recipe, wmt14_en_de
-from data_prep.synthetic import binarize, build_lexicon, write_corpus
+from sparse_attn_data import recipe, wmt14_en_de
+from sparse_attn_data.synthetic import binarize, build_lexicon, write_corpus
+from sparse_attn_experiments import pipeline, reproduce
+from sparse_attn_experiments.reproduction import batch, fertility_data
+from sparse_attn_experiments.reproduction import config as reproduction_config
+from sparse_attn_experiments.reproduction.config import flag_value
 from sparse_attn_plugin.evaluation import Meteor
 from sparse_attn_plugin.evaluation.aligner import Aligner
-from sparse_attn_plugin.experiments import pipeline, reproduce
-from sparse_attn_plugin.experiments.reproduction import batch, fertility_data
-from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
-from sparse_attn_plugin.experiments.reproduction.config import flag_value
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
 
 from helpers import PLUGIN, REPO, needs_java
@@ -81,7 +81,7 @@ def test_hard_attention_config_follows_xu_et_al_section_4_1():
     assert flag_value(flags, "--keep-interval-updates") == "5" and config["average_last"] == 5
     assert reproduction_config.averaging_problem(config, False) is None
     command = shlex.split(config["prepare"])
-    assert command[:3] == ["python", "-m", "data_prep.wmt14_en_de"]
+    assert command[:3] == ["python", "-m", "sparse_attn_data.wmt14_en_de"]
     prepare = recipe.build_parser(wmt14_en_de.RECIPE).parse_args(command[3:])
     assert (prepare.size, prepare.valid, prepare.max_train_subwords) == (
         32000, "newstest2012+newstest2013", 256)
@@ -124,7 +124,7 @@ def test_full_run_without_the_corpus_says_how_to_prepare_it(tmp_path, capsys):
         reproduce.main([CONFIG, "--data", tmp_path / "missing", "--out", tmp_path / "out"])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
-    assert "no binarised corpus in" in err and "python -m data_prep.wmt14_en_de" in err
+    assert "no binarised corpus in" in err and "python -m sparse_attn_data.wmt14_en_de" in err
     assert not (tmp_path / "out").exists()
 
 

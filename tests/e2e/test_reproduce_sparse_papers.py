@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from data_prep.synthetic import binarize, write_corpus
+from sparse_attn_data.synthetic import binarize, write_corpus
+from sparse_attn_experiments import pipeline, reproduce
+from sparse_attn_experiments.reproduction import batch, selection
+from sparse_attn_experiments.reproduction import config as reproduction_config
+from sparse_attn_experiments.reproduction.config import flag_value
 from sparse_attn_plugin.evaluation import Meteor
 from sparse_attn_plugin.evaluation.aligner import Aligner
-from sparse_attn_plugin.experiments import pipeline, reproduce
-from sparse_attn_plugin.experiments.reproduction import batch, selection
-from sparse_attn_plugin.experiments.reproduction import config as reproduction_config
-from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
 from helpers import REPO, needs_java
 from helpers.fakes import fake_generate, fake_train

@@ -3,8 +3,8 @@
 import json
 import shutil
 
-from sparse_attn_plugin.experiments import pipeline, reproduce, results_index
-from sparse_attn_plugin.experiments.provenance import provenance_header
+from sparse_attn_experiments import pipeline, reproduce, results_index
+from sparse_attn_experiments.provenance import provenance_header
 
 from helpers import REPO
 from helpers.fakes import fake_generate, fake_train
@@ -77,4 +77,4 @@ def test_the_committed_index_is_what_the_records_give():
                                  REPO / "scripts", "check")
     body = [line for line in committed.splitlines() if not line.startswith("- ")]
     assert body == [line for line in fresh.splitlines() if not line.startswith("- ")], \
-        "results/README.md is stale: run python -m sparse_attn_plugin.results_index"
+        "results/README.md is stale: run sparse-attn-results-index"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sparse_attn_plugin.experiments import toy_example
+from sparse_attn_experiments import toy_example
 
 # sparsemax(z) = max(0, z - tau), tau = (sum of the k largest z - 1) / k on the support:
 #   z1 = (1.2, 0.8, -0.2): support {1, 2}, tau = (2.0 - 1) / 2 = 0.5  -> (0.7, 0.3, 0)

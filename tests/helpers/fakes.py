@@ -5,10 +5,10 @@ from pathlib import Path
 
 import torch
 
+from sparse_attn_experiments import pipeline
+from sparse_attn_experiments.reproduction import fertility_data
+from sparse_attn_experiments.reproduction.config import flag_value
 from sparse_attn_plugin.evaluation import GenerateOutput
-from sparse_attn_plugin.experiments import pipeline
-from sparse_attn_plugin.experiments.reproduction import fertility_data
-from sparse_attn_plugin.experiments.reproduction.config import flag_value
 
 
 def fake_train(calls):

@@ -3,9 +3,12 @@
 import torch
 from fairseq import options, tasks
 
+import sparse_attn_plugin
 from sparse_attn_plugin.normalizers import CONSTRAINED
 
 from helpers import PLUGIN
+
+sparse_attn_plugin.register()  # fairseq knows our models and criterions, as under --user-dir
 
 TINY = [
     "--encoder-layers", "2", "--decoder-layers", "2",

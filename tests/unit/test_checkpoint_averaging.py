@@ -4,7 +4,7 @@ are found in fairseq's save order, and bad sets are refused without writing anyt
 import pytest
 import torch
 
-from sparse_attn_plugin.experiments.checkpoint_averaging import (
+from sparse_attn_experiments.checkpoint_averaging import (
     AveragingError,
     average_checkpoints,
     average_last,

@@ -22,8 +22,8 @@ def test_a_usage_error_is_one_line_and_exit_status_1(capsys):
 
 
 def test_progress_is_shown_once_under_the_latest_commands_label(capsys):
-    library = logging.getLogger("sparse_attn_plugin.experiments.comparison.run")
-    recipe = logging.getLogger("data_prep.recipe")
+    library = logging.getLogger("sparse_attn_experiments.comparison.run")
+    recipe = logging.getLogger("sparse_attn_data.recipe")
     outside = logging.getLogger("sparse_attn_plugin.models.sparse_transformer")
     show_progress("compare")
     show_progress("multi30k_de_en")  # a second command in the same process

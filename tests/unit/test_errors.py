@@ -1,8 +1,8 @@
-"""The plugin's errors (:mod:`sparse_attn_plugin.errors`): every error type it defines is
-a SparseAttnError, model and task flags fail with SettingsError, and under a fairseq
-command an uncaught one ends the process with one line (through fairseq itself:
-``test_fairseq_cli.test_bad_flags_give_one_clear_line`` and the constrained and kernel
-CLI tests)."""
+"""The plugin's errors (:mod:`sparse_attn_plugin.errors`): every error type the plugin,
+the experiment tooling and the corpus recipes define is a SparseAttnError, model and task
+flags fail with SettingsError, and under a fairseq command an uncaught one ends the process
+with one line (through fairseq itself: ``test_fairseq_cli.test_bad_flags_give_one_clear_line``
+and the constrained and kernel CLI tests)."""
 
 import importlib
 import inspect
@@ -12,19 +12,27 @@ from argparse import Namespace
 
 import pytest
 
+import sparse_attn_data
+import sparse_attn_experiments
 import sparse_attn_plugin
+from sparse_attn_data.steps import PrepError
 from sparse_attn_plugin import errors
 from sparse_attn_plugin.errors import SettingsError, SparseAttnError
 from sparse_attn_plugin.models.attention_args import check_attention_args, set_attention_defaults
 from sparse_attn_plugin.models.fertility_args import check_fertility_args, set_fertility_defaults
-from sparse_attn_plugin.modules import normalizer_options
 from sparse_attn_plugin.normalizers import NormalizerOptions
+from sparse_attn_plugin.site_normalizers import normalizer_options
 
 from helpers.models import build, parse
 
 
 def defined_exception_types():
-    for info in pkgutil.walk_packages(sparse_attn_plugin.__path__, "sparse_attn_plugin."):
+    for package in (sparse_attn_plugin, sparse_attn_experiments, sparse_attn_data):
+        yield from _defined_in(package)
+
+
+def _defined_in(package):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         module = importlib.import_module(info.name)
         for _, value in inspect.getmembers(module, inspect.isclass):
             if issubclass(value, BaseException) and value.__module__ == info.name:
@@ -34,9 +42,13 @@ def defined_exception_types():
 def test_every_error_type_the_plugin_defines_is_a_sparse_attn_error():
     found = list(defined_exception_types())
     assert {t.__name__ for t in found} >= {"SettingsError", "FertilityError", "CorpusError",
-                                            "ConfigError", "AlignerError", "InfeasibleBounds"}
+                                            "ConfigError", "AlignerError", "InfeasibleBounds",
+                                            "PrepError"}
     assert [t.__name__ for t in found if not issubclass(t, SparseAttnError)] == []
-    assert all(issubclass(t, ValueError) for t in found if t is not SparseAttnError)
+    # bad settings and input are ValueErrors; a corpus step that fails (a download, a
+    # tool) is not
+    assert [t.__name__ for t in found if t not in (SparseAttnError, PrepError)
+            and not issubclass(t, ValueError)] == []
 
 
 @pytest.mark.parametrize("flags,message", [

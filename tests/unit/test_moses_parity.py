@@ -7,7 +7,7 @@ files), and the rules that real data does not reach against outputs of the scrip
 
 import pytest
 
-from data_prep import iwslt14_de_en, multi30k_de_en, recipe, subwords, text
+from sparse_attn_data import iwslt14_de_en, multi30k_de_en, recipe, subwords, text
 from sparse_attn_plugin import files
 
 from helpers import REALDATA, needs_realdata

@@ -19,8 +19,8 @@ from sparse_attn_plugin.normalizers import (
     NormalizerOptions,
     TopK,
     build_normalizer,
-    check_fits,
 )
+from sparse_attn_plugin.site_normalizers import check_fits
 
 from helpers.reference import apply_rows, entmax_ref, softmax_ref, topk_ref
 from helpers.scores import NEG_INF, random_scores

@@ -95,7 +95,7 @@ def test_the_installed_metadata_is_this_checkout_s():
     site-packages: a stale ``sparse_attn_plugin.egg-info`` left in the checkout by an old
     build would come first on a path that starts at the checkout)."""
     site = sysconfig.get_paths()["purelib"]
-    dist = next(importlib.metadata.distributions(name="sparse_attn_plugin", path=[site]))
+    dist = next(importlib.metadata.distributions(name="sparse-attn", path=[site]))
     assert dist.version == source_version()
     assert dist.metadata["Requires-Python"] == ">=3.10"
     assert dist.metadata["License"] == "MIT"

@@ -3,7 +3,7 @@ its history."""
 
 import subprocess
 
-from sparse_attn_plugin.experiments import provenance
+from sparse_attn_experiments import provenance
 
 
 def test_a_git_checkout_names_its_commit(monkeypatch):

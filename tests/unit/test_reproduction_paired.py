@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from sparse_attn_experiments.reproduction import paired
+from sparse_attn_experiments.reproduction.report import _table
 from sparse_attn_plugin.evaluation import corpus_bleu
 from sparse_attn_plugin.evaluation.significance import paired_bootstrap
-from sparse_attn_plugin.experiments.reproduction import paired
-from sparse_attn_plugin.experiments.reproduction.report import _table
 
 WORDS = "a small dog runs over the green grass while two Children play".split()
 

@@ -9,7 +9,9 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.modules import SparseMultiheadAttention
-from sparse_attn_plugin.normalizers import FITS, NAMES, SITES, EntmaxAlpha, build_normalizer
+from sparse_attn_plugin.normalizers import NAMES, EntmaxAlpha, build_normalizer
+from sparse_attn_plugin.site_normalizers import FITS
+from sparse_attn_plugin.sites import SITES
 
 from helpers.models import attn_flags, batch, build, decode_incrementally
 

@@ -1,4 +1,4 @@
-"""Tests for the synthetic corpus generator (data_prep/synthetic.py)."""
+"""Tests for the synthetic corpus generator (sparse_attn_data/synthetic.py)."""
 import errno
 import itertools
 import os
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import synthetic
-from data_prep.synthetic import binarize, build_lexicon, main, write_corpus
+from sparse_attn_data import synthetic
+from sparse_attn_data.synthetic import binarize, build_lexicon, main, write_corpus
 from sparse_attn_plugin import files
 
 SIZES = {"train": 300, "valid": 50, "test": 50}

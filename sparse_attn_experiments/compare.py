@@ -1,0 +1,325 @@
+"""``sparse-attn-compare``: kinds of attention trained and scored side by side on one
+corpus; ``make demo`` is this command on the bundled synthetic corpus.
+
+Each row (a kind of attention: :mod:`.comparison.models`) trains with ``fairseq-train``
+and the same architecture, data, seed and stopping rule until its validation loss stops
+improving or its time budget ends, then translates every test split with
+``fairseq-generate`` (beam 5) and is scored (:mod:`.comparison.run`): BLEU on each test
+split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on the
+corpus), validation curve, exactly-zero attention shares and learned alphas per site,
+training and decoding speed as ratios to softmax in the same run, and each row's BLEU
+difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`);
+with ``--model paper``, the papers' IWSLT14 model and recipe for a GPU
+(:mod:`.comparison.models`); with ``--train-flags``/``--generate-flags``, fairseq flags
+passed on to every row's commands (``--fp16``; :mod:`.comparison.passed_flags`);
+with ``--decode-with NAME``, every row also decoded with normaliser NAME at every site
+(:mod:`.comparison.switch`); with ``--tune-lenpen GRID``, every row also translated at
+the length penalty of GRID it does best with on the validation split
+(:mod:`.comparison.lenpen`).
+Writes ``README.md``, ``comparison.json``, the figures and every row's translations
+(:mod:`.comparison.translations`) to ``--out`` (by default
+``WORK_DIR/report``: a user's run never rewrites the committed ``results/``).
+Resumable row by row: run the same command again after an interruption and finished
+rows are not trained again, nor are the rows ``--out`` already holds (a committed
+comparison) with the same settings.
+
+    make demo                                        # the synthetic corpus, offline
+    python -m sparse_attn_data.multi30k_de_en               # then:
+    sparse-attn-compare --data data-bin/multi30k_de_en
+    sparse-attn-compare --data DIR --rows softmax,entmax15 --smoke   # a quick check
+    sparse-attn-compare --data data-bin/iwslt14_de_en --model paper \
+        --train-flags --fp16 --generate-flags --fp16                 # on a GPU
+"""
+
+import json
+import logging
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+from sparse_attn_plugin.command_line import CommandParser, show_progress
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+
+from .comparison.corpus import (
+    REMOVE_BPE,
+    CorpusError,
+    open_corpus,
+    synthetic_corpus,
+    synthetic_corpus_at,
+)
+from .comparison.lenpen import parse_grid, tune_rows
+from .comparison.models import ARCHITECTURES, title
+from .comparison.paired import pair_with_softmax
+from .comparison.passed_flags import FlagError, check_rows, split
+from .comparison.report import figures, record_figures, render
+from .comparison.run import Schedule, run_row
+from .comparison.scorers import Scorers
+from .comparison.switch import choices, switch_rows
+from .comparison.translations import keep
+from .pipeline import FairseqFailed
+
+# Named by __spec__: under `python -m` this module is __main__, outside the progress loggers.
+logger = logging.getLogger(__spec__.name)
+
+#: The stopping rule without ``--data`` (the demo's synthetic corpus: about 240 updates
+#: an epoch at 8 updates/s on 2 CPU cores; softmax's validation loss flattens after
+#: about 800 updates) and with it; ``--model paper``'s, as README's training loop (5
+#: epochs without a better validation loss, no time budget);
+#: ``--smoke`` caps every row at a few hundred updates.
+SCHEDULES = {
+    "synthetic": Schedule(patience=3, minutes=1.5, max_update=3000, validate_every=100),
+    "data": Schedule(patience=5, minutes=30, max_update=30000),
+    "paper": Schedule(patience=5, minutes=None, max_update=100000),
+    "smoke": Schedule(patience=1000, minutes=5, max_update=200, validate_every=50),
+}
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="sparse-attn-compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, help="a binarised corpus (sparse_attn_data's recipes "
+                        "or python -m sparse_attn_data.parallel); default: the synthetic corpus")
+    parser.add_argument("--model", choices=ARCHITECTURES,
+                        help="the architecture every row shares (default: tiny on the "
+                             "synthetic corpus, small with --data; paper: the papers' "
+                             "IWSLT14 transformer and recipe, for a GPU)")
+    parser.add_argument("--rows", help="comma-separated kinds of attention (default: every "
+                        "row of the architecture: "
+                        + "; ".join(f"{name}: {', '.join(a.rows)}"
+                                    for name, a in ARCHITECTURES.items()) + ")")
+    parser.add_argument("--out", type=Path, help="where the report goes (default: "
+                        "WORK_DIR/report, not committed; the project's own tables are "
+                        "published with --out results/...)")
+    parser.add_argument("--work-dir", type=Path, help="checkpoints and logs, not committed "
+                        "(default: .work/compare/NAME)")
+    parser.add_argument("--patience", type=int,
+                        help="stop a row after this many validations without a better loss "
+                             "(default: synthetic 3, --data 5, --model paper 5)")
+    parser.add_argument("--minutes-per-row", type=float,
+                        help="training time budget of each row (default: synthetic 1.5, "
+                             "--data 30, --model paper none)")
+    parser.add_argument("--max-updates", type=int, help="update cap of each row (default: "
+                        "synthetic 3000, --data 30000, --model paper 100000)")
+    parser.add_argument("--validate-every", type=int, metavar="UPDATES",
+                        help="validate every this many updates (default: synthetic 100, "
+                             "--data every epoch)")
+    parser.add_argument("--redraw", action="store_true",
+                        help="draw the figures the record alone gives (comparison.png, "
+                             "training-curves.png, alphas.png) again from --out's "
+                             "comparison.json with this code, and nothing else: no "
+                             "training, no translation; the report and the record stay")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a check that everything runs: 200 updates a row, validation "
+                             "every 50; the report says so")
+    parser.add_argument("--decode-with", metavar="NAME",
+                        help="also translate the test splits with every row's best "
+                             "checkpoint decoded with normaliser NAME at every site (any "
+                             "--attn-fn name that fits every site): the report adds each "
+                             "row's BLEU so decoded and its paired difference to the row's "
+                             "own decoding, which says whether a gap to softmax comes from "
+                             "training or from decoding")
+    parser.add_argument("--tune-lenpen", metavar="GRID",
+                        help="comma-separated length penalties (fairseq-generate --lenpen, "
+                             "e.g. 1,1.5,2,3): every row's best checkpoint translates the "
+                             "valid split at each and the test splits at its best; the "
+                             "report adds each row's BLEU there, paired with softmax's at "
+                             "its own, which says whether a gap to softmax is where beam "
+                             "search ends sentences")
+    parser.add_argument("--train-flags", metavar="FLAGS",
+                        help="fairseq-train flags for every row, after the comparison's own, "
+                             "e.g. --fp16 or \"--update-freq 2\" (split as a shell splits "
+                             "words; a flag the comparison sets itself is refused)")
+    parser.add_argument("--generate-flags", metavar="FLAGS",
+                        help="fairseq-generate flags for every translation, after the "
+                             "comparison's own, e.g. --fp16 (as --train-flags)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--remove-bpe", choices=REMOVE_BPE,
+                        help="subword scheme to merge before scoring (default: the one "
+                             "PREPARED.json records, else the folder's subword model)")
+    parser.add_argument("--train-size", type=int, default=20000,
+                        help="synthetic corpus: training sentence pairs")
+    parser.add_argument("--eval-size", type=int, default=500,
+                        help="synthetic corpus: validation and test sentence pairs (each)")
+    return parser
+
+
+#: The options whose value is fairseq flags, which may start with a dash.
+PASSED = ("--train-flags", "--generate-flags")
+
+
+def joined(argv, parser: CommandParser):
+    """``argv`` with ``--train-flags X`` as ``--train-flags=X``: argparse takes a value
+    that starts with a dash (``--fp16``) for an option of its own. An option of this
+    command after it is left as it is (argparse then says the value is missing)."""
+    out = list(argv)
+    for i in reversed(range(len(out) - 1)):
+        if out[i] in PASSED and out[i + 1].split("=")[0] not in parser._option_string_actions:
+            out[i:i + 2] = [f"{out[i]}={out[i + 1]}"]
+    return out
+
+
+def schedule_of(args, model: str) -> Schedule:
+    base = SCHEDULES["smoke" if args.smoke else "paper" if model == "paper"
+                     else "data" if args.data else "synthetic"]
+    return Schedule(
+        patience=args.patience or base.patience,
+        minutes=args.minutes_per_row or base.minutes,
+        max_update=args.max_updates or base.max_update,
+        validate_every=args.validate_every or base.validate_every)
+
+
+def recorded_rows(out: Path) -> dict:
+    """The rows an earlier comparison wrote to ``out``, by name (none if it wrote none);
+    ValueError naming the file where ``comparison.json`` is not one this command wrote."""
+    path = out / "comparison.json"
+    if not path.exists():
+        return {}
+    try:
+        return {row["attention"]: row for row in json.loads(path.read_text())["rows"]}
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not a comparison sparse-attn-compare wrote "
+                         f"({type(err).__name__}: {err}); move it away or choose another "
+                         "--out") from None
+
+
+def _stop(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def stopping(schedule: Schedule) -> str:
+    """When a row's training stops, as the report's settings say it."""
+    limits = [f"{schedule.patience} validations without a better loss",
+              *([f"{schedule.minutes:g} minutes of training"] if schedule.minutes else []),
+              f"{schedule.max_update} updates"]
+    return f"{', '.join(limits[:-1])} or {limits[-1]}, whichever comes first"
+
+
+def model_of(args) -> str:
+    """The architecture a comparison's rows share: ``--model``, else tiny on the synthetic
+    corpus and small with ``--data``."""
+    return args.model or ("small" if args.data else "tiny")
+
+
+def redraw(parser: CommandParser, out: Path) -> int:
+    """``--redraw``: :func:`.comparison.report.record_figures` from ``out/comparison.json``,
+    its rows titled as the command it records names them."""
+    try:
+        record = json.loads((out / "comparison.json").read_text())
+        made = parser.parse_args(joined(shlex.split(record["command"])[1:], parser))
+        architecture = ARCHITECTURES[model_of(made)]
+        titles = {row["attention"]: title(architecture, row["attention"])
+                  for row in record["rows"]}
+        drawn = record_figures(record["rows"], titles, record["corpus"], record["tests"], out)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        parser.fail(f"--redraw: {out / 'comparison.json'} is no comparison this command "
+                    f"wrote ({type(err).__name__}: {err})")
+    print("\n".join(map(str, drawn)))
+    return 0
+
+
+def main(argv=None):
+    parser = build_parser()
+    given = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = parser.parse_args(joined(given, parser))
+    if args.redraw:
+        if args.out is None:
+            parser.fail("--redraw needs --out, the folder whose comparison.json to draw")
+        return redraw(parser, args.out)
+    model = model_of(args)
+    architecture = ARCHITECTURES[model]
+    names = [n for n in (args.rows or ",".join(architecture.rows)).split(",") if n]
+    unknown = [n for n in names if n not in architecture.rows]
+    if unknown or not names:
+        parser.fail(f"unknown --rows {unknown} for --model {model}; choose from "
+                    f"{', '.join(architecture.rows)}")
+    usable = choices(architecture) if args.decode_with else []
+    if args.decode_with and args.decode_with not in usable:
+        parser.fail(f"unknown --decode-with {args.decode_with!r} for --model {model}; choose "
+                    f"from {', '.join(usable)}")
+    try:
+        grid = parse_grid(args.tune_lenpen) if args.tune_lenpen is not None else None
+    except ValueError as err:
+        parser.fail(f"--tune-lenpen takes comma-separated numbers, e.g. 1,1.5,2: {err}")
+    numbers = [args.patience, args.minutes_per_row, args.max_updates, args.validate_every,
+               args.train_size, args.eval_size]
+    if any(n is not None and n <= 0 for n in numbers):
+        parser.fail("--patience, --minutes-per-row, --max-updates, --validate-every, "
+                    "--train-size and --eval-size must be positive")
+    try:
+        corpus = open_corpus(args.data, args.remove_bpe) if args.data else None
+    except CorpusError as err:
+        parser.fail(err)
+    needing = [n for n in names if architecture.rows[n].needs_fertilities]
+    if corpus and needing and not corpus.has_fertilities():
+        parser.fail(f"rows {', '.join(needing)} train on fertility files, and {args.data} "
+                    "has none: prepare it with --fertility")
+    label = args.data.name if args.data else "demo"
+    work = args.work_dir or Path(".work") / "compare" / label
+    out = args.out or work / "report"
+    schedule = schedule_of(args, model)
+    try:
+        passed = (split("--train-flags", args.train_flags),
+                  split("--generate-flags", args.generate_flags))
+        if any(passed):
+            check_rows(passed, architecture, model, names, schedule, args.seed,
+                       corpus or synthetic_corpus_at(work / "corpus"), grid is not None)
+    except FlagError as err:
+        parser.fail(err)
+    try:
+        recorded = recorded_rows(out)
+    except ValueError as err:
+        parser.fail(err)
+
+    show_progress("compare")
+    signal.signal(signal.SIGTERM, _stop)  # `kill` stops the training under way too
+    start = time.time()
+    if corpus is None:
+        logger.info(f"synthetic corpus ({args.train_size} training pairs) -> {work}")
+        corpus = synthetic_corpus(work / "corpus", args.train_size, args.eval_size)
+    scorers = Scorers(corpus)
+    titles = {name: title(architecture, name) for name in names}
+    rows = []
+    try:  # a fairseq command that fails (e.g. --train-flags --fp16 without a GPU): one line
+        try:
+            for i, name in enumerate(names, 1):
+                logger.info(f"{i}/{len(names)} {name}: train, translate, score")
+                rows.append(run_row(name, architecture, corpus, schedule, work / model,
+                                    args.seed, scorers, recorded.get(name), passed))
+                logger.info(f"    BLEU {rows[-1]['bleu']['test']:.2f} after "
+                            f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})")
+        finally:
+            scorers.close()
+        switch_rows(rows, args.decode_with, work / model, corpus)
+        tune_rows(rows, grid, work / model, corpus)
+    except FairseqFailed as err:
+        parser.fail(err)
+    try:
+        pair_with_softmax(rows, work / model, out, corpus.tests)
+    except ValueError as err:  # before anything is written to --out
+        parser.fail(err)
+    translated = keep(names, work / model, out, corpus.tests)
+
+    command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])
+    settings = (f"{architecture.summary} (`--model {model}` in "
+                "`sparse_attn_experiments/comparison/models.py`); training stops after "
+                f"{stopping(schedule)}; validation "
+                + (f"every {schedule.validate_every} updates" if schedule.validate_every
+                   else "after every epoch") + f"; seed {args.seed}; beam 5"
+                + "".join(f"; every {what} also gets `{shlex.join(flags)}`"
+                          for what, flags in zip(("fairseq-train", "fairseq-generate"), passed)
+                          if flags))
+    drawn = figures(rows, titles, work / model, corpus, out)
+    report = render(rows, titles, corpus, settings, command, [p.name for p in drawn],
+                    translated, args.smoke)
+    write_json_atomic(out / "comparison.json", {
+        "corpus": corpus.title, "tests": corpus.tests, "rows": rows, "settings": settings,
+        "command": command, "smoke": args.smoke})
+    write_text_atomic(out / "README.md", report)
+    print(report)
+    logger.info(f"done in {time.time() - start:.0f} s; wrote {out / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Beam search's length penalty tuned on the validation split, for every row alike
+(``sparse-attn-compare --tune-lenpen 1,1.5,2,3``).
+
+fairseq's beam search ranks finished hypotheses by their log-probability divided by
+their length to the power ``--lenpen`` (1 by default, what a comparison's own decoding
+uses): a larger penalty favours longer translations. A row whose translations run
+shorter than the references (hyp/ref below 1, which BLEU's brevity penalty charges) may
+owe its gap to softmax to where its beam search ends sentences rather than to what it
+translates. Each row's best checkpoint translates the ``valid`` split at every penalty
+of the grid; the one with the highest validation BLEU (the first of the grid on a tie)
+translates every test split, and is paired with softmax's translations at softmax's own
+tuned penalty (paired bootstrap, Koehn 2004). Tuning the penalty on held-out data is the
+usual NMT practice (Wu et al. 2016, GNMT, section 7); tuning it for every row alike
+keeps the comparison fair.
+
+The record, :data:`KEY` of a row: ``{"grid": [penalty, ...], "valid": {penalty: BLEU},
+"lenpen": chosen, "bleu": {split: BLEU}, "length_ratio": {split: hyp/ref},
+"vs_softmax": {split: PairedBleu.record()}}`` (penalties as ``str``, JSON's keys;
+``vs_softmax`` on every row but softmax's, where both were tuned).
+"""
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from sparse_attn_plugin.evaluation import read_generate_output, scoring
+from sparse_attn_plugin.evaluation.significance import paired_bootstrap
+from sparse_attn_plugin.files import read_lines
+
+from .corpus import Corpus
+from .paired import still_matches
+from .run import generate_flags_here, save_row, translate
+
+KEY = "tuned_lenpen"
+
+
+def parse_grid(text: str) -> List[str]:
+    """``"1,1.5,2"`` -> ``["1", "1.5", "2"]``, each a number in its shortest form;
+    ValueError naming what is not one, or where the grid is empty or repeats a penalty."""
+    grid = []
+    for item in text.split(","):
+        try:
+            grid.append(f"{float(item):g}")
+        except ValueError:
+            raise ValueError(f"{item.strip()!r} is not a number") from None
+        if grid[-1] in ("inf", "-inf", "nan"):
+            raise ValueError(f"{item.strip()!r} is not a finite number")
+    if len(set(grid)) != len(grid):
+        raise ValueError(f"{text!r} repeats a penalty")
+    return grid
+
+
+def lenpen_log(work: Path, row: str, split: str, penalty: str) -> Path:
+    """Where row ``row``'s work folder keeps its translations of ``split`` at length
+    penalty ``penalty``."""
+    return Path(work) / row / f"generate-{split}.lenpen-{penalty}.log"
+
+
+def tune(row: dict, grid: Sequence[str], work: Path, corpus: Corpus) -> Optional[Dict]:
+    """Row ``row``'s :data:`KEY` record over ``grid`` (without ``vs_softmax``): the one it
+    holds where that was over the same grid, else made from its best checkpoint; None
+    where its work folder holds no checkpoint."""
+    held = row.get(KEY)
+    if held and held["grid"] == list(grid):
+        return held
+    checkpoint = Path(work) / row["attention"] / "checkpoint_best.pt"
+    if not checkpoint.exists():
+        return None
+    flags = generate_flags_here(row["spec"])
+
+    def decoded(split, penalty):
+        return translate(corpus, checkpoint, [*flags, "--lenpen", penalty], split,
+                         lenpen_log(work, row["attention"], split, penalty)).output
+
+    valid = {}
+    for penalty in grid:
+        out = decoded("valid", penalty)
+        valid[penalty] = scoring.score(out.hypotheses, out.references).bleu.score
+    chosen = max(grid, key=lambda penalty: valid[penalty])  # the first of equals
+    record = {"grid": list(grid), "valid": valid, "lenpen": chosen, "bleu": {},
+              "length_ratio": {}}
+    for split in corpus.tests:
+        out = decoded(split, chosen)
+        bleu = scoring.score(out.hypotheses, out.references).bleu
+        record["bleu"][split] = bleu.score
+        record["length_ratio"][split] = bleu.length_ratio
+    return record
+
+
+def tune_rows(rows: Sequence[dict], grid: Optional[Sequence[str]], work: Path,
+              corpus: Corpus) -> None:
+    """Set every row's :data:`KEY` to its tuning over ``grid`` (see :func:`tune`), paired
+    with softmax's, kept in its work folder's ``row.json`` so a later run reuses it; with
+    no ``grid``, the rows carry none (their folders keep theirs)."""
+    held = {row["attention"]: row.get(KEY) for row in rows}
+    for row in rows:
+        record = tune(row, grid, work, corpus) if grid else None
+        if record:
+            row[KEY] = record
+        else:
+            row.pop(KEY, None)
+    if grid:
+        _pair_with_softmax(rows, work, corpus)
+        for row in rows:
+            if row.get(KEY) != held[row["attention"]]:
+                save_row(Path(work) / row["attention"], row)
+
+
+def _pair_with_softmax(rows: Sequence[dict], work: Path, corpus: Corpus) -> None:
+    """Each tuned row's ``vs_softmax``: from both rows' translations at their tuned
+    penalties where the work folder holds them, else the recorded one while it matches
+    the two rows' tuned BLEU, else none."""
+    base = next((row[KEY] for row in rows if row["attention"] == "softmax" and KEY in row),
+                None)
+    for row in rows:
+        record = row.get(KEY)
+        if not record or row["attention"] == "softmax":
+            continue
+        paired = _from_logs(row["attention"], record, base, work, corpus) if base else None
+        held = record.get("vs_softmax")
+        if paired is None and base and held and still_matches(held, record["bleu"],
+                                                               base["bleu"]):
+            paired = held
+        row[KEY] = {**record, "vs_softmax": paired} if paired else {
+            k: v for k, v in record.items() if k != "vs_softmax"}
+
+
+def _from_logs(name: str, record: dict, base: dict, work: Path,
+               corpus: Corpus) -> Optional[Dict]:
+    paired = {}
+    for split in corpus.tests:
+        logs = (lenpen_log(work, name, split, record["lenpen"]),
+                lenpen_log(work, "softmax", split, base["lenpen"]))
+        if not all(log.exists() for log in logs):
+            return None
+        system, baseline = (read_generate_output(read_lines(log)) for log in logs)
+        paired[split] = paired_bootstrap(system.hypotheses, baseline.hypotheses,
+                                         baseline.references).record()
+    return paired

@@ -1,0 +1,210 @@
+"""Drive ``fairseq-train`` and ``fairseq-generate`` as a user would, and read what
+they report: training words/s, validation loss, generation sentences/s.
+
+Used by the demo, the benchmarks and the reproduction scripts, so every number
+they print comes from fairseq's own commands run with this plugin.
+"""
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from tqdm import tqdm
+
+import sparse_attn_plugin
+from sparse_attn_plugin.evaluation import GenerateOutput, read_generate_output
+
+#: fairseq's --user-dir: the plugin package's folder.
+PLUGIN_DIR = Path(sparse_attn_plugin.__file__).resolve().parent
+#: seconds of training after which ``train``'s ``on_speed`` hears the speed so far
+SPEED_PROBE_S = 60.0
+_JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
+_GEN_SPEED = re.compile(r"\(([\d.,]+) sentences/s")
+_SUBSET_SIZE = re.compile(r"^INFO:fairseq\.tasks\.\w+:.* (\d+) examples$", re.MULTILINE)
+#: fairseq 0.12 drops a last batch smaller than --required-batch-size-multiple (8 by
+#: default; fairseq issue #5036), so a test set of 3003 sentences would be scored on
+#: 3000. Generation never needs the multiple.
+WHOLE_SUBSET = ["--required-batch-size-multiple", "1"]
+
+
+def device_flags() -> List[str]:
+    """``--cpu`` where no GPU is visible, so fairseq's commands run anywhere."""
+    import torch  # here: the commands that only read or prepare files start without it
+
+    return [] if torch.cuda.is_available() else ["--cpu"]
+
+
+def fairseq_command(name: str) -> List[str]:
+    """The fairseq console script of the running interpreter's environment."""
+    return [str(Path(sys.executable).with_name(name))]
+
+
+@dataclass
+class TrainResult:
+    checkpoint: Path
+    words_per_second: Optional[float]  # median over logging intervals (epochs if none);
+    # None when a resumed run had nothing left to train
+    valid_loss: Optional[float]  # last validation, base 2 as fairseq prints it
+    updates: int
+    log: Path
+
+
+class FairseqFailed(RuntimeError):
+    """A fairseq command exited with an error; the message gives its last line and log."""
+
+
+def _fail(what: str, log: Path):
+    tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+    raise FairseqFailed(f"{what} failed: {tail[0]} (full log: {log})")
+
+
+def train_arguments(data: Path, save_dir: Path, flags: Sequence[str],
+                    max_update: int) -> List[str]:
+    """What :func:`train` gives ``fairseq-train``: the data, the plugin, the save dir,
+    the update cap and JSON logs, then ``flags``."""
+    return [str(data), "--user-dir", str(PLUGIN_DIR), "--save-dir", str(save_dir),
+            "--max-update", str(max_update), "--log-format", "json", "--no-progress-bar",
+            *flags]
+
+
+def generate_arguments(data: Path, checkpoint: Path, flags: Sequence[str]) -> List[str]:
+    """What :func:`generate` gives ``fairseq-generate``: the data, the plugin, the
+    checkpoint and :data:`WHOLE_SUBSET`, then ``flags``."""
+    return [str(data), "--user-dir", str(PLUGIN_DIR), "--path", str(checkpoint),
+            *WHOLE_SUBSET, *flags]
+
+
+def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
+          desc: str = "train", env: Optional[dict] = None,
+          skip_first_interval: bool = False, fresh: bool = True,
+          on_speed: Optional[Callable[[float, float], None]] = None) -> TrainResult:
+    """Train with fairseq-train and the plugin; show a progress bar.
+
+    With ``fresh`` (the default) checkpoints already in ``save_dir`` are deleted
+    first: fairseq-train would otherwise resume from ``checkpoint_last.pt`` and a
+    re-run would train nothing. Without it, an interrupted run resumes where it
+    stopped (``train.log`` goes on), and a finished one is kept as it is.
+    ``skip_first_interval`` leaves the first logging interval (start-up, memory
+    allocation) out of the words/s median. ``on_speed(updates per second, words per
+    second)`` is called once: at the first logging interval :data:`SPEED_PROBE_S` seconds
+    after the start, or at the end of a shorter run; updates/s from the first interval
+    on (start-up left out), not called for a run of fewer than two intervals. Stopping
+    the caller (an exception, Ctrl-C) stops fairseq-train too.
+    """
+    save_dir = Path(save_dir)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    for stale in save_dir.glob("checkpoint*.pt") if fresh else ():
+        stale.unlink()
+    log = save_dir / "train.log"
+    cmd = [*fairseq_command("fairseq-train"), *train_arguments(data, save_dir, flags, max_update)]
+    wps, epoch_wps, valid_loss, updates = [], [], None, 0
+    started, intervals = time.perf_counter(), []  # (seconds, updates) at each interval
+
+    def tell_speed() -> None:
+        (first_s, first_u), (last_s, last_u) = intervals[0], intervals[-1]
+        on_speed((last_u - first_u) / (last_s - first_s), statistics.median(wps))
+
+    with open(log, "w" if fresh else "a") as out, \
+            tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env)
+        try:  # a stopped caller stops its training too, rather than orphaning it
+            for line in proc.stdout:
+                out.write(line)
+                match = _JSON_LOG.search(line)
+                if not match:
+                    continue
+                kind, record = match.group(1), json.loads(match.group(2))
+                if kind == "train_inner":
+                    wps.append(float(record["wps"]))
+                    bar.update(int(record["num_updates"]) - bar.n)
+                    updates = int(record["num_updates"])
+                    intervals.append((time.perf_counter(), updates))
+                    if on_speed and len(intervals) > 1 \
+                            and intervals[-1][0] - started >= SPEED_PROBE_S:
+                        tell_speed()
+                        on_speed = None
+                elif kind == "valid":
+                    valid_loss = float(record["valid_loss"])
+                elif kind == "train":
+                    updates = int(record["train_num_updates"])
+                    epoch_wps.append(float(record["train_wps"]))
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        bar.update(max_update - bar.n)
+    if proc.wait() != 0:
+        _fail("fairseq-train", log)
+    if on_speed and len(intervals) > 1:
+        tell_speed()
+    if skip_first_interval and len(wps) > 1:
+        wps = wps[1:]
+    wps = wps or epoch_wps  # a run shorter than one logging interval
+    if not wps and fresh:
+        raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
+    return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps) if wps else None,
+                       valid_loss, updates, log)
+
+
+def validation_curve(log: Path) -> List[Tuple[int, float]]:
+    """``(updates, validation loss)`` of every validation a ``train.log`` records (loss
+    in base 2, as fairseq prints it)."""
+    curve = []
+    for line in Path(log).read_text(errors="replace").splitlines():
+        match = _JSON_LOG.search(line)
+        if match and match.group(1) == "valid":
+            record = json.loads(match.group(2))
+            curve.append((int(record["valid_num_updates"]), float(record["valid_loss"])))
+    return curve
+
+
+#: Why fairseq-train stopped, as its log says it, for :func:`stop_reason`.
+_STOPS = (("early stop since valid performance hasn't improved", "converged"),
+          ("Stopping training due to cumulative_training_time", "time budget"))
+_DONE = "done training in"
+
+
+def stop_reason(log: Path) -> str:
+    """``converged`` (``--patience`` validations without a better loss), ``time budget``
+    (``--stop-time-hours``) or ``cap`` (``--max-update`` or ``--max-epoch``), from the
+    last run a ``train.log`` records (the part before its last "done training")."""
+    runs = Path(log).read_text(errors="replace").split(_DONE)
+    last = runs[-2] if len(runs) > 1 else runs[0]
+    return next((reason for marker, reason in _STOPS if marker in last), "cap")
+
+
+@dataclass
+class GenerateResult:
+    output: GenerateOutput
+    sentences_per_second: float
+    log: Path
+
+
+def generate(data: Path, checkpoint: Path, flags: Sequence[str], log: Path,
+             env: Optional[dict] = None) -> GenerateResult:
+    """Run fairseq-generate on a checkpoint and read its hypotheses and speed; every
+    sentence of the subset is translated (see :data:`WHOLE_SUBSET`), or this fails."""
+    cmd = [*fairseq_command("fairseq-generate"), *generate_arguments(data, checkpoint, flags)]
+    with open(log, "w") as out:
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                              env=env).returncode
+    if code != 0:
+        _fail("fairseq-generate", Path(log))
+    text = Path(log).read_text()
+    speed = _GEN_SPEED.search(text)
+    if not speed:
+        raise RuntimeError(f"fairseq-generate reported no speed (full log: {log})")
+    output = read_generate_output(text.splitlines())
+    size = _SUBSET_SIZE.findall(text)
+    if size and len(output.ids) != int(size[-1]):
+        raise RuntimeError(f"fairseq-generate translated {len(output.ids)} of {size[-1]} "
+                           f"sentences (full log: {log})")
+    return GenerateResult(output, float(speed.group(1).replace(",", "")), Path(log))
+

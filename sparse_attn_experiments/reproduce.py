@@ -1,0 +1,506 @@
+"""Reproduce a paper's tables from its file in ``configs/``.
+
+Trains every model the tables need with ``fairseq-train``, decodes every table row
+with ``fairseq-generate`` (a row may switch the attention at decoding time with
+``--model-overrides`` or add generation flags such as a coverage penalty), scores each
+row with the config's metrics (BLEU with sacrebleu; METEOR, REP and DROP as
+``sparse-attn-score`` computes them; decoding sentences/s and training words/s as
+ratios to the table's first row; a table with seeds pooled as mean ± sd; each row's
+BLEU against the first row's by paired bootstrap resampling), optionally
+decoding the average of each training's last checkpoints, or the best by validation BLEU
+of several averages and seeds, with the paper's batch per update on the GPUs it has
+(``--update-freq`` scaled), and writes the tables with
+the paper's figures beside ours: all in one report, and each in a file of its own. ``--smoke``
+runs the same pipeline on the bundled synthetic corpus with the config's small
+``smoke`` settings, in minutes on a CPU; its numbers show that the pipeline works, not
+what the paper measured.
+
+    sparse-attn-reproduce configs/xu2021_hard_attention.json [--smoke]
+
+The config format is described in :mod:`.reproduction.config`.
+"""
+
+import importlib.util
+import logging
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from sparse_attn_data.synthetic import binarize, write_corpus
+from sparse_attn_plugin.command_line import CommandParser, show_progress
+from sparse_attn_plugin.evaluation import Meteor, corpus_bleu, scoring
+from sparse_attn_plugin.evaluation.aligner import Aligner
+from sparse_attn_plugin.evaluation.meteor import JAVA_MISSING, find_meteor_jar
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+
+from . import pipeline
+from .checkpoint_averaging import AveragingError, average_last
+from .pipeline import device_flags
+from .reproduction.batch import BatchError, keep_batch
+from .reproduction.config import (
+    DEFAULT_METRICS,
+    ConfigError,
+    averaging,
+    averaging_problem,
+    corpus_data,
+    drop_settings,
+    load_config,
+    only_tables,
+    override_flags,
+    paper_setting,
+    post_process_of,
+    resolve_tables,
+    run_setting,
+    run_settings,
+    slug,
+    training_budget,
+    training_length,
+    with_flags,
+)
+from .reproduction.fertility_data import (
+    Aligners,
+    Corpus,
+    FertilityData,
+    aligner_fertility_data,
+    fill_placeholders,
+    gold_fertility_data,
+    language_pair,
+    target_tokens,
+)
+from .reproduction.paired import pair_with_first_rows
+from .reproduction.report import render, render_tables
+from .reproduction.selection import best, choose_window
+
+# Named by __spec__: under `python -m` this module is __main__, outside the progress loggers.
+logger = logging.getLogger(__spec__.name)
+
+SMOKE_CORPUS = {"train": 20000, "valid": 500, "test": 1000}
+
+
+def check_data(config: dict, datas: Dict[Optional[str], Path], smoke: bool) -> Optional[str]:
+    """One line saying why this run's fertility sources and metrics cannot be had
+    (from its corpora ``datas``, or for want of Java, Meteor or sil-thot), or None:
+    checked before anything is trained, not after."""
+    rows = [row for _, rows in resolve_tables(config, smoke) for row in rows]
+    metrics = config.get("metrics", DEFAULT_METRICS)
+    if "METEOR" in metrics:
+        if shutil.which("java") is None:
+            return JAVA_MISSING
+        try:
+            find_meteor_jar()
+        except FileNotFoundError as err:
+            return str(err)
+    if "DROP" in metrics or any(r["source"] == "aligner" for r in rows):
+        if importlib.util.find_spec("thot") is None:
+            return "DROP and the aligner's fertilities need sil-thot: pip install sil-thot"
+    for corpus, data in datas.items():
+        corpus_rows = [r for r in rows if r["corpus"] == corpus]
+        if "DROP" not in metrics and not any(r["source"] for r in corpus_rows):
+            continue
+        try:
+            src, tgt = language_pair(data)
+        except RuntimeError as err:
+            return str(err)
+        gold = Path(data) / f"train.{src}-{tgt}.fert"
+        if any(r["source"] == "gold" for r in corpus_rows) and not gold.is_file():
+            return (f"{gold} does not exist: gold fertilities come with the synthetic "
+                    'corpus only; use "fertility_source": "aligner"')
+    return None
+
+
+def attention_parameters(checkpoint: Path) -> int:
+    """Parameters of the attention sites (fairseq's ``self_attn`` and ``encoder_attn``
+    modules) in a checkpoint."""
+    import torch
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["model"]
+    return sum(t.numel() for name, t in state.items()
+               if ".self_attn." in name or ".encoder_attn." in name)
+
+
+@dataclass
+class CorpusData:
+    """What a run prepares on one corpus before training: its fertility data by source,
+    and DROP's aligner."""
+
+    data: Path
+    fertility: Dict[str, FertilityData]
+    drop_aligner: Optional[Aligner]
+    aligners: Optional[Aligners]
+
+
+def prepare_corpus(data: Path, work: Path, sources: List[str], metrics: List[str],
+                   drop: dict, generate_flags: List[str]) -> CorpusData:
+    """Fertility data for ``sources`` and, for DROP, the aligner, on the corpus ``data``
+    (before training, so that a problem shows in minutes, not after days)."""
+    corpus = Corpus(data, work) if sources or "DROP" in metrics else None
+    aligners = Aligners(corpus, work, drop["iterations"]) if corpus else None
+    fertility = {}
+    for source in sources:
+        logger.info(f"fertility data: {source} ({data})")
+        fertility[source] = (gold_fertility_data(corpus, work) if source == "gold"
+                             else aligner_fertility_data(corpus, aligners, work))
+    drop_aligner = (aligners.load(post_process_of(generate_flags)) if "DROP" in metrics
+                    else None)
+    return CorpusData(Path(data), fertility, drop_aligner, aligners)
+
+
+@dataclass
+class Trained:
+    """What the trainings of a run left: the checkpoint each decodes, the data it
+    trained on and its measurements (``{"failed": why}`` for a may-diverge failure)."""
+
+    checkpoints: Dict[str, Path]
+    data: Dict[str, Path]
+    records: Dict[str, dict]
+
+
+def valid_bleu(config: dict, smoke: bool, corpus: Optional[str], data: Path, work: Path,
+               name: str, checkpoint: Path) -> float:
+    """BLEU of training ``name``'s ``checkpoint`` on the validation split, as the run
+    decodes and scores."""
+    settings = run_settings(config, smoke, corpus)
+    log = work / f"select-{slug(name)}-{checkpoint.stem}.log"
+    output = pipeline.generate(data, checkpoint, [*settings["generate_flags"], "--gen-subset",
+                                                  "valid", *device_flags()], log).output
+    return corpus_bleu(output.hypotheses, output.references, **settings["bleu"]).score
+
+
+def training_runs(rows: List[dict]) -> List[tuple]:
+    """``(name, model, fertility source, corpus, seed)`` of every training the rows need
+    (a row under ``select.seeds`` needs one per seed), each once."""
+    return list(dict.fromkeys((name, r["model"], r["source"], r["corpus"], seed)
+                              for r in rows for seed, name in r["candidates"].items()))
+
+
+def plan(config: dict, rows: List[dict], datas: Dict[Optional[str], Path], smoke: bool,
+         updates: Optional[int]) -> List[str]:
+    """What the run will do, said before it trains: each training, how long it lasts and
+    the tokens it reads (its batch per update, or its corpus's target tokens per epoch),
+    and how many decodings follow."""
+    runs = training_runs(rows)
+    lines = [f"plan: {len(runs)} trainings, then {len({row['key'] for row in rows})} decodings"]
+    for name, model, _, corpus, _ in runs:
+        budget = training_budget(config, smoke, corpus, updates)
+        if training_length(config, smoke, corpus, updates)[1] == "epochs":
+            reads = f"{target_tokens(datas[corpus]):,} target tokens each"
+        else:
+            reads = keep_batch([*run_settings(config, smoke, corpus)["train_flags"],
+                                *config["models"][model]],
+                               (paper_setting(config, smoke, "batch", corpus) or {}).get(
+                                   "gpus"))[1]
+        lines.append(f"  train {name!r}: {budget} of {reads}")
+    return lines
+
+
+def time_estimate(config: dict, runs: List[tuple], datas: Dict[str, Path], smoke: bool,
+                  updates: Optional[int], updates_per_second: float,
+                  words_per_second: float) -> str:
+    """A line saying about how long the run's trainings take at the speed the first one
+    shows on this machine: a training that ends by updates at its updates/s, one that
+    ends by epochs at its target tokens/s over the epochs' target tokens."""
+    seconds = 0.0
+    for name, _, _, corpus, _ in runs:
+        count, unit = training_length(config, smoke, corpus, updates)
+        if unit == "epochs":
+            seconds += count * target_tokens(datas[name]) / words_per_second
+        else:
+            seconds += count / updates_per_second
+    took = ("under a minute" if seconds < 60 else f"about {seconds / 60:.0f} minutes"
+            if seconds < 5400 else f"about {seconds / 3600:.1f} hours")
+    return (f"estimate: the {len(runs)} trainings take {took} here, at the "
+            f"{updates_per_second:.2f} updates/s and {words_per_second:,.0f} target tokens/s "
+            "of the first one's first minute (an estimate: models and corpora differ in "
+            "speed, and decoding and scoring come on top)")
+
+
+def batch_problem(config: dict, rows: List[dict], smoke: bool) -> Optional[str]:
+    """One line if a training cannot keep the paper's batch on this machine, else None."""
+    for _, model, _, corpus, _ in training_runs(rows):
+        flags = [*run_settings(config, smoke, corpus)["train_flags"], *config["models"][model]]
+        try:
+            keep_batch(flags, (paper_setting(config, smoke, "batch", corpus) or {}).get("gpus"))
+        except BatchError as err:
+            return f"{model}" + (f" on {corpus}" if corpus else "") + f": {err}"
+    return None
+
+
+def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
+                 work: Path, smoke: bool, updates: Optional[int], metrics: List[str]) -> Trained:
+    """Train each training run the rows need once (model, fertility data, corpus, seed),
+    with the paper's batch per update; average its last checkpoints, or its best window
+    of checkpoints, where the run's settings ask for it; then pick the best seed where
+    a row is the best of several."""
+    runs = training_runs(rows)
+    done = Trained({}, {}, {})
+    for name, _, source, corpus, _ in runs:
+        source_data = prepared[corpus].fertility.get(source)
+        done.data[name] = source_data.data if source_data else prepared[corpus].data
+
+    def estimate(updates_per_second: float, words_per_second: float) -> None:
+        logger.info(time_estimate(config, runs, done.data, smoke, updates,
+                                  updates_per_second, words_per_second))
+
+    for i, (name, model, source, corpus, seed) in enumerate(runs, 1):
+        settings = run_settings(config, smoke, corpus)
+        max_update = updates or settings["max_update"]
+        average, windows = averaging(config, smoke, corpus)
+        source_data = prepared[corpus].fertility.get(source)
+        flags, batch = keep_batch(
+            fill_placeholders([*settings["train_flags"], *config["models"][model],
+                               *(["--seed", str(seed)] if seed is not None else [])],
+                              source_data),
+            (paper_setting(config, smoke, "batch", corpus) or {}).get("gpus"))
+        logger.info(f"{i}/{len(runs)} train {name!r}: {max_update} updates of {batch}")
+        try:
+            result = pipeline.train(done.data[name], work / slug(name),
+                                    [*flags, *device_flags()], max_update, desc=name,
+                                    fresh=smoke, on_speed=estimate if i == 1 else None)
+        except RuntimeError as err:
+            if model not in config.get("may_diverge", []):
+                raise
+            logger.warning(f"{name!r} did not train: {err}")
+            done.records[name] = {"failed": str(err)}
+            continue
+        record = done.records[name] = {"updates": result.updates,
+                                       "valid_loss": result.valid_loss,
+                                       "words_per_second": result.words_per_second,
+                                       "batch": batch}
+        if windows:
+            logger.info(f"{name!r}: choosing the best of {windows['count']} averaging "
+                        "windows by validation BLEU")
+            done.checkpoints[name], record["window"], record["valid_bleu_by_window"] = \
+                choose_window(result.checkpoint.parent, windows, partial(
+                    valid_bleu, config, smoke, corpus, done.data[name], work, name))
+            record["valid_bleu"] = record["valid_bleu_by_window"][record["window"]]
+        elif average:
+            done.checkpoints[name] = average_last(result.checkpoint.parent, average)
+            record["averaged"] = average
+        else:
+            done.checkpoints[name] = result.checkpoint
+        if source:
+            record["fertilities"] = source
+        if "params" in metrics:
+            record["attention_parameters"] = attention_parameters(result.checkpoint)
+    for row in rows:
+        if row["train"] not in done.records:
+            pick_seed(config, smoke, row, done, work)
+    return done
+
+
+def pick_seed(config: dict, smoke: bool, row: dict, done: Trained, work: Path) -> None:
+    """Enter the best of a row's candidate trainings by validation BLEU under the row's
+    ``train`` name, with the chosen seed and every candidate's validation BLEU."""
+    scores = {}
+    for seed, name in row["candidates"].items():
+        record = done.records[name]
+        if "failed" not in record and "valid_bleu" not in record:
+            record["valid_bleu"] = valid_bleu(config, smoke, row["corpus"], done.data[name],
+                                              work, name, done.checkpoints[name])
+        if "failed" not in record:
+            scores[seed] = record["valid_bleu"]
+    if not scores:
+        done.records[row["train"]] = {"failed": "every seed failed: " + "; ".join(
+            done.records[name]["failed"] for name in row["candidates"].values())}
+        return
+    seed = best(scores)
+    chosen = row["candidates"][seed]
+    logger.info(f"{row['train']!r}: seed {seed} (validation BLEU "
+                f"{scores[seed]:.2f})")
+    done.checkpoints[row["train"]], done.data[row["train"]] = (done.checkpoints[chosen],
+                                                               done.data[chosen])
+    done.records[row["train"]] = {**done.records[chosen], "seed": seed,
+                                  "valid_bleu_by_seed": scores}
+
+
+def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
+                trained: Trained, work: Path, smoke: bool, metrics: List[str]):
+    """Decode and score every distinct decoding of the rows: ``({key: measurements},
+    {key: generate output})``."""
+    drop = drop_settings(config, smoke)
+    meteors: Dict[str, Meteor] = {}
+    decoded, outputs = {}, {}
+    try:
+        for row in rows:
+            if row["key"] in decoded:
+                continue
+            if "failed" in trained.records[row["train"]]:
+                decoded[row["key"]] = {"failed": trained.records[row["train"]]["failed"]}
+                continue
+            settings = run_settings(config, smoke, row["corpus"])
+            overrides, extra = row.get("overrides", {}), row.get("generate", [])
+            subset = ["--gen-subset", row["subset"]] if row["subset"] else []
+            logger.info(f"decode {row['train']!r}"
+                        + (f" with {overrides}" if overrides else "")
+                        + (f" {shlex.join(extra)}" if extra else "")
+                        + (f" on {row['subset']}" if subset else ""))
+            name = slug(row["train"] + "-" + "-".join(f"{k}-{v}" for k, v in overrides.items())
+                        + "-" + " ".join(extra + subset))
+            generated = pipeline.generate(
+                trained.data[row["train"]], trained.checkpoints[row["train"]],
+                [*settings["generate_flags"], *extra, *subset, *device_flags(),
+                 *override_flags(overrides)],
+                work / f"generate-{name}.log")
+            meteor = None
+            if "METEOR" in metrics:
+                language = run_setting(config, smoke, "meteor", corpus=row["corpus"])["language"]
+                if language not in meteors:
+                    meteors[language] = Meteor(language)
+                meteor = meteors[language]
+            output = outputs[row["key"]] = generated.output
+            scores = scoring.score(
+                output.hypotheses, output.references, output.sources,
+                [name for name in metrics if name in scoring.METRICS],
+                bleu_options=settings["bleu"], meteor=meteor,
+                aligner=prepared[row["corpus"]].drop_aligner,
+                symmetrizations=drop["symmetrize"])
+            decoded[row["key"]] = {
+                **scores.record(),
+                "sentences_per_second": generated.sentences_per_second,
+                "sentences": len(output.ids)}
+    finally:
+        for meteor in meteors.values():
+            meteor.close()
+    return decoded, outputs
+
+
+def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
+        updates: int = None) -> dict:
+    """Prepare each corpus (``datas``: the config's under None, others by name), train
+    the models, decode and score the rows: ``{"trained": {run: ...}, "decoded":
+    {decoding key: measurements}, ...}``."""
+    metrics = config.get("metrics", list(DEFAULT_METRICS))
+    drop = drop_settings(config, smoke)
+    tables = resolve_tables(config, smoke)
+    rows = [row for _, table_rows in tables for row in table_rows]
+    prepared = {}
+    for corpus in dict.fromkeys(row["corpus"] for row in rows):
+        sources = list(dict.fromkeys(r["source"] for r in rows
+                                     if r["source"] and r["corpus"] == corpus))
+        folder = work if corpus is None else work / slug(corpus)
+        prepared[corpus] = prepare_corpus(
+            datas[corpus], folder, sources, metrics, drop,
+            run_settings(config, smoke, corpus)["generate_flags"])
+    trained = train_models(config, rows, prepared, work, smoke, updates, metrics)
+    decoded, outputs = decode_rows(config, rows, prepared, trained, work, smoke, metrics)
+    if "BLEU" in metrics:
+        pair_with_first_rows(tables, decoded, outputs,
+                             lambda corpus: run_settings(config, smoke, corpus)["bleu"])
+    results = {"trained": trained.records, "decoded": decoded,
+               "max_update": updates or run_settings(config, smoke)["max_update"],
+               "metrics": metrics}
+    aligners = {path: {**about, "corpus": corpus} for corpus, p in prepared.items()
+                if p.aligners for path, about in p.aligners.describe().items()}
+    if aligners:
+        results["aligners"] = aligners
+    fertility = {source if corpus is None else f"{corpus}: {source}": {
+        "data": str(f.data), "guided_table": str(f.guided_table)}
+        for corpus, p in prepared.items() for source, f in p.fertility.items()}
+    if fertility:
+        results["fertility_data"] = fertility
+    return results
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    parser = CommandParser(prog="sparse-attn-reproduce",
+                           description=__doc__.split("\n\n")[0])
+    parser.add_argument("config", type=Path, help="a file in configs/")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the same pipeline on the synthetic corpus, small settings")
+    parser.add_argument("--data", type=Path, help="binarised corpus (default: the config's "
+                                                  "`data`)")
+    parser.add_argument("--corpus-data", metavar="NAME=DIR", action="append", default=[],
+                        help="binarised data of one of the config's `corpora` (default: "
+                             "its `data`); repeatable")
+    parser.add_argument("--updates", type=int, help="training updates per model "
+                                                    "(default: the config's)")
+    parser.add_argument("--work-dir", type=Path, help="checkpoints and logs "
+                                                      "(default: .work/<name>[-smoke])")
+    parser.add_argument("--table", action="append", default=[], metavar="TEXT",
+                        help="run only the tables whose title contains TEXT (case ignored; "
+                             "repeatable): e.g. --table 'Table 1: BLEU, IWSLT14' needs only "
+                             "that table's corpus and trainings")
+    parser.add_argument("--train-flags", default="", metavar="'FLAGS'",
+                        help="added to every fairseq-train of the run, e.g. "
+                             "--train-flags=--fp16 (the config is not edited)")
+    parser.add_argument("--generate-flags", default="", metavar="'FLAGS'",
+                        help="added to every fairseq-generate, e.g. --generate-flags=--fp16")
+    parser.add_argument("--out", type=Path, help="where the report goes (default: "
+                        "WORK_DIR/report, not committed; the project publishes with "
+                        "--out results/<name>)")
+    args = parser.parse_args(argv)
+    try:
+        added = shlex.split(args.train_flags), shlex.split(args.generate_flags)
+    except ValueError as err:  # e.g. an unclosed quote
+        parser.error(f"--train-flags / --generate-flags: {err}")
+    try:
+        config = with_flags(load_config(args.config), *added)
+        if args.table:
+            config = only_tables(config, args.table)
+    except ConfigError as err:
+        parser.error(str(err))
+    if args.updates is not None and args.updates < 1:
+        parser.error("--updates must be positive")
+    rows = [row for _, table_rows in resolve_tables(config, args.smoke) for row in table_rows]
+    problem = (averaging_problem(config, args.smoke, args.updates)
+               or batch_problem(config, rows, args.smoke))
+    if problem:
+        parser.error(problem)
+    name = config["name"]
+    work = args.work_dir or Path(".work") / (name + ("-smoke" if args.smoke else ""))
+    out = args.out or work / "report"
+    given = dict(item.partition("=")[::2] for item in args.corpus_data)
+    unknown = [n for n in given if n not in config.get("corpora", {}) or not given[n]]
+    if unknown:
+        parser.error(f"--corpus-data {unknown[0]}=DIR: the config's corpora are "
+                     f"{', '.join(config.get('corpora', {})) or 'none'}")
+    show_progress("reproduce")
+    if args.smoke:
+        raw = work / "raw"
+        write_corpus(raw, **SMOKE_CORPUS)
+        datas = {None: args.data or Path(binarize(raw, work / "bin"))}
+    else:
+        chosen = {None: args.data, **{name: Path(path) for name, path in given.items()}}
+        datas = {}
+        for corpus in dict.fromkeys(row["corpus"] for _, rows in resolve_tables(config, False)
+                                    for row in rows):
+            default, prepare = corpus_data(config, corpus)
+            data = chosen.get(corpus) or Path(default)
+            if not (data / "dict.txt").exists() and not list(data.glob("dict.*.txt")):
+                flag = f"--corpus-data {corpus}=DIR" if corpus else "--data DIR"
+                parser.error(f"no binarised corpus in {data}: prepare it with `{prepare}` "
+                             f"or pass {flag}")
+            datas[corpus] = data
+    problem = check_data(config, datas, args.smoke)
+    if problem:
+        parser.error(problem)
+    for line in plan(config, rows, datas, args.smoke, args.updates):
+        logger.info(line)
+    started = time.time()
+    try:
+        results = run(config, datas, work, args.smoke, args.updates)
+    except AveragingError as err:
+        parser.fail(err)
+    results["seconds"] = round(time.time() - started, 1)
+    command = "sparse-attn-reproduce " + shlex.join(argv)
+    report_name, record_name = ("smoke.md", "smoke.json") if args.smoke else ("README.md",
+                                                                               "results.json")
+    report = render(config, results, args.smoke, command)
+    write_json_atomic(out / record_name, {"command": command, "config": str(args.config),
+                                          "smoke": args.smoke, **results})
+    tables = out / "smoke" if args.smoke else out
+    for name, text in render_tables(config, results, args.smoke, command).items():
+        write_text_atomic(tables / name, text)
+    write_text_atomic(out / report_name, report)
+    print(report)
+    logger.info(f"done in {results['seconds']:.0f} s; wrote {out / report_name}")
+
+
+if __name__ == "__main__":
+    main()

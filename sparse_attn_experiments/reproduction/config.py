@@ -1,0 +1,547 @@
+"""A reproduction config: reading it, checking it, and what a run of it trains and decodes.
+
+A config is JSON with: ``name`` (results go to ``results/<name>/``), ``paper``,
+``settings_note``, ``data`` and ``prepare`` (the binarised corpus and how to make
+it), ``train_flags``, ``max_update``, ``generate_flags``, ``bleu`` (options of
+:func:`~sparse_attn_plugin.evaluation.corpus_bleu`), ``smoke`` (the same four
+settings for the synthetic corpus, and optionally its own ``settings_note``,
+``meteor``, ``drop`` and ``fertility_source``), ``models`` (name -> extra training
+flags) and ``tables`` (each a ``title`` and ``rows`` of ``label``, ``model``, optional
+``overrides`` (``--model-overrides``), ``generate`` (extra fairseq-generate flags) and
+the ``paper``'s figures). Optional:
+
+* ``metrics``: some of ``BLEU METEOR REP DROP speed train_speed params`` (default
+  ``BLEU speed``; ``speed``: fairseq-generate's sentences/s, ``train_speed``:
+  fairseq-train's words/s, both as ratios to the table's first row; ``params``: each
+  trained model's attention parameters, counted in its checkpoint);
+* ``average_last``: decode the average of each training's last N saved checkpoints
+  (the training flags must save them: ``--save-interval-updates`` with
+  ``--keep-interval-updates``, or ``--keep-last-epochs``); a smoke section has only its
+  own (its flags are not the paper's);
+* ``select``: what the paper chose by validation BLEU (sacrebleu with the run's ``bleu``
+  options, on fairseq-generate's ``valid`` split decoded with the run's generation
+  flags), Zhao et al. (2019, appendix A.2) and their released script:
+
+  - ``"average_windows": {"size": N, "step": S, "count": C}``: average N consecutive
+    saved checkpoints, in each of the last C windows whose ends are S saves apart (the
+    last window ends at the newest checkpoint), and decode the window with the best
+    validation BLEU. ``{"size": 10, "step": 5, "count": 9}`` over 90 epoch checkpoints
+    is the released script's loop over epochs 50, 55, ..., 90. The flags must keep
+    N + S (C - 1) checkpoints. It takes the place of ``average_last``;
+  - ``"seeds": [1, 2, 3]``: train each model once per seed (``--seed``) and decode, for
+    every table that has no ``seeds`` of its own, the training with the best validation
+    BLEU (of its chosen window, if any). A table's own ``seeds`` still pool its rows as
+    mean ± sd (each seed's training with its chosen window).
+
+  The chosen seed and window, with the validation BLEU of every candidate, are recorded
+  in the results (``trained``) and the report. A smoke section has only its own
+  ``select``, never the config's (the paper's selection needs the paper's checkpoints);
+* ``batch``: ``{"gpus": G}``: the GPUs the training flags' ``--max-tokens`` (or
+  ``--batch-size``) and ``--update-freq`` are per-GPU settings for (the paper's). Each
+  training keeps the paper's batch per update, ``max_tokens x update_freq x G``, on the
+  GPUs it runs on (``--distributed-world-size`` in the flags, else every visible GPU, as
+  fairseq-train counts them; 1 without a GPU) by setting ``--update-freq`` to
+  ``update_freq x G / world size``; a run where that is not a whole number stops
+  before training, with one line (rounding would change the paper's batch silently).
+  Without ``batch`` the flags are used as they are. Every training prints the batch it
+  trains with. Like ``select``, never inherited by a smoke section;
+* ``may_diverge``: models whose training may fail (the paper reports that they did not
+  converge): a failed training is reported in their rows instead of stopping the run;
+* ``meteor``: ``{"language": "en" | "de" | "other"}``, the target language's Meteor 1.5
+  settings (needed for METEOR);
+* ``drop``: ``{"symmetrize": NAME or [NAMES], "iterations": N}``. DROP's aligner
+  (fast_align, ``<SINK>`` on every source sentence, default 5 EM iterations) is
+  trained once per run on the training data, as fairseq-generate post-processes it
+  (``--remove-bpe``); the first symmetrisation (default the paper's
+  grow-diag-final-and) stands beside the paper's figure, others get columns of their own;
+* fertility data, for models that read it (``--fertility predicted`` trains on
+  per-token fertility files; ``{guided_table}`` in a model's flags is replaced by a
+  GUIDED table): ``fertility_source`` is ``"gold"`` (the ``{split}.SRC-TGT.fert`` files
+  of the binarised corpus, e.g. the synthetic corpus's true fertilities) or
+  ``"aligner"`` (this run trains ``sparse-attn-align`` on the binarised training text,
+  with the sink, and writes its fertilities for train and valid into a copy of the
+  corpus directory made of symlinks, and its GUIDED table). The source is the row's
+  ``fertility_source``, else its table's, else the run's (``smoke.fertility_source``
+  in smoke runs, else the config's, else gold);
+* a table's ``smoke_only: true`` runs it in smoke runs only;
+* a table's ``seeds`` (e.g. ``[1, 2, 3]``) trains each of its models once per seed
+  (``--seed``) and reports the mean and standard deviation over the seeds;
+* a table's ``subset`` (``valid`` or ``test``, default the generation flags') is the
+  split its rows are decoded and scored on;
+* more corpora than the config's ``data``: ``corpora`` maps a name (``"ja-en"``) to its
+  ``data`` and ``prepare``, and a table's ``corpus`` names the one its rows train and
+  decode on (its models are trained again there). A corpus may hold its own
+  ``train_flags``, ``max_update``, ``generate_flags``, ``bleu``, ``meteor`` and
+  ``average_last`` (e.g. WMT's model size and BLEU convention); other settings are the
+  config's. Smoke runs decode these tables on the synthetic corpus too, except those
+  whose every row another table already has.
+
+"""
+
+import json
+import re
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from sparse_attn_plugin.errors import SparseAttnError
+from sparse_attn_plugin.evaluation.aligner import SYMMETRIZATIONS
+from sparse_attn_plugin.evaluation.drop import PUBLISHED_SYMMETRIZATION
+from sparse_attn_plugin.evaluation.meteor import LANGUAGE_PRESETS
+
+REQUIRED = ("name", "paper", "settings_note", "data", "prepare", "train_flags", "max_update",
+            "generate_flags", "bleu", "smoke", "models", "tables")
+OPTIONAL = ("metrics", "meteor", "drop", "fertility_source", "corpora", "may_diverge",
+            "average_last", "select", "batch")
+SMOKE_REQUIRED = ("train_flags", "max_update", "generate_flags", "bleu")
+SMOKE_OPTIONAL = ("settings_note", "meteor", "drop", "fertility_source", "average_last",
+                  "select", "batch")
+TABLE_KEYS = ("title", "rows", "fertility_source", "smoke_only", "corpus", "seeds", "subset")
+CORPUS_KEYS = ("data", "prepare")
+CORPUS_OPTIONAL = ("train_flags", "max_update", "generate_flags", "bleu", "meteor",
+                   "average_last", "select", "batch")
+ROW_KEYS = ("label", "model", "overrides", "generate", "fertility_source", "paper")
+METRICS = ("BLEU", "METEOR", "REP", "DROP", "speed", "train_speed", "params")
+DEFAULT_METRICS = ("BLEU", "speed")
+PAPER_KEYS = ("BLEU", "METEOR", "REP", "DROP", "speed-up", "train speed-up")
+SUBSETS = ("valid", "test")
+FERTILITY_SOURCES = ("gold", "aligner")
+PLACEHOLDERS = ("guided_table",)
+DROP_DEFAULTS = {"symmetrize": PUBLISHED_SYMMETRIZATION, "iterations": 5}
+SELECT_KEYS = ("seeds", "average_windows")
+WINDOW_KEYS = ("size", "step", "count")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
+
+
+class ConfigError(SparseAttnError, ValueError):
+    """A config that cannot be run; the message is one line naming the file."""
+
+
+# -- reading and checking a config ------------------------------------------------------------
+def load_config(path: Path) -> dict:
+    """Read and check a config; raise :class:`ConfigError` with one clear line."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    check_config(config, path)
+    return config
+
+
+def _keys(path, obj, allowed, what: str) -> None:
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{path}: {what} must be a JSON object")
+    unknown = [k for k in obj if k not in allowed]
+    if unknown:
+        raise ConfigError(f"{path}: unknown key{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(map(repr, unknown))} in {what}; known: "
+                          f"{', '.join(allowed)}")
+
+
+def _flags(path, flags, what: str, placeholders=PLACEHOLDERS) -> None:
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise ConfigError(f"{path}: {what} must be a list of strings")
+    unknown = sorted({p for f in flags for p in _PLACEHOLDER.findall(f)} - set(placeholders))
+    if unknown:
+        fills = (f"the driver fills {', '.join('{' + p + '}' for p in placeholders)}"
+                 if placeholders else "the driver fills placeholders in training flags only")
+        raise ConfigError(f"{path}: {what} has the unknown placeholder {{{unknown[0]}}}; "
+                          + fills)
+
+
+def _positive(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _seeds(path, seeds, what: str) -> None:
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) < len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise ConfigError(f"{path}: {what} must be a list of distinct integers, not {seeds!r}")
+
+
+def _check_select(path, select, prefix: str) -> None:
+    _keys(path, select, SELECT_KEYS, f"`{prefix}select`")
+    if "seeds" in select:
+        _seeds(path, select["seeds"], f"`{prefix}select.seeds`")
+    if "average_windows" in select:
+        windows = select["average_windows"]
+        _keys(path, windows, WINDOW_KEYS, f"`{prefix}select.average_windows`")
+        if set(windows) != set(WINDOW_KEYS) or not all(map(_positive, windows.values())):
+            raise ConfigError(f"{path}: `{prefix}select.average_windows` needs positive "
+                              f"integers {', '.join(WINDOW_KEYS)}, not {windows!r}")
+
+
+def _source(path, value, what: str) -> None:
+    if value not in FERTILITY_SOURCES:
+        raise ConfigError(f"{path}: {what} must be one of {', '.join(FERTILITY_SOURCES)}, "
+                          f"not {value!r}")
+
+
+def _check_section(path, section: dict, prefix: str) -> None:
+    """The settings a run section (the config or ``smoke``) may hold."""
+    if "train_flags" in section:
+        _flags(path, section["train_flags"], f"`{prefix}train_flags`")
+    if "generate_flags" in section:
+        _flags(path, section["generate_flags"], f"`{prefix}generate_flags`", ())
+    if "bleu" in section and not isinstance(section["bleu"], dict):
+        raise ConfigError(f"{path}: `{prefix}bleu` must be a JSON object")
+    if "meteor" in section:
+        _keys(path, section["meteor"], ("language",), f"`{prefix}meteor`")
+        language = section["meteor"].get("language")
+        if language not in LANGUAGE_PRESETS:
+            raise ConfigError(f"{path}: `{prefix}meteor.language` must be one of "
+                              f"{', '.join(LANGUAGE_PRESETS)}, not {language!r}")
+    if "drop" in section:
+        _keys(path, section["drop"], tuple(DROP_DEFAULTS), f"`{prefix}drop`")
+        names = section["drop"].get("symmetrize", DROP_DEFAULTS["symmetrize"])
+        names = [names] if isinstance(names, str) else names
+        if not isinstance(names, list) or not names or any(n not in SYMMETRIZATIONS
+                                                           for n in names):
+            raise ConfigError(f"{path}: `{prefix}drop.symmetrize` must be one or a list of "
+                              f"{', '.join(SYMMETRIZATIONS)}, not {names!r}")
+        iterations = section["drop"].get("iterations", DROP_DEFAULTS["iterations"])
+        if not isinstance(iterations, int) or iterations < 1:
+            raise ConfigError(f"{path}: `{prefix}drop.iterations` must be a positive "
+                              f"integer, not {iterations!r}")
+    if "fertility_source" in section:
+        _source(path, section["fertility_source"], f"`{prefix}fertility_source`")
+    if "average_last" in section:
+        count = section["average_last"]
+        if not _positive(count):
+            raise ConfigError(f"{path}: `{prefix}average_last` must be a positive integer "
+                              f"(checkpoints to average), not {count!r}")
+    if "select" in section:
+        _check_select(path, section["select"], prefix)
+    if "batch" in section:
+        _keys(path, section["batch"], ("gpus",), f"`{prefix}batch`")
+        if not _positive(section["batch"].get("gpus")):
+            raise ConfigError(f"{path}: `{prefix}batch.gpus` must be a positive integer "
+                              f"(the paper's GPUs), not {section['batch'].get('gpus')!r}")
+
+
+def check_config(config, path) -> None:
+    """Raise :class:`ConfigError` (one line naming ``path``) for anything the driver
+    could not run or would silently ignore."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: the config must be a JSON object")
+    missing = [k for k in REQUIRED if k not in config]
+    smoke = config.get("smoke", {})
+    missing += [f"smoke.{k}" for k in SMOKE_REQUIRED if isinstance(smoke, dict) and k not in smoke]
+    if missing:
+        raise ConfigError(f"{path}: missing {', '.join(missing)}")
+    _keys(path, config, REQUIRED + OPTIONAL, "the config")
+    _keys(path, smoke, SMOKE_REQUIRED + SMOKE_OPTIONAL, "`smoke`")
+    _check_section(path, config, "")
+    _check_section(path, smoke, "smoke.")
+    metrics = config.get("metrics", list(DEFAULT_METRICS))
+    if (not isinstance(metrics, list) or not metrics or "BLEU" not in metrics
+            or any(m not in METRICS for m in metrics)):
+        raise ConfigError(f"{path}: `metrics` must be a list of {', '.join(METRICS)} "
+                          f"including BLEU, not {metrics!r}")
+    if "METEOR" in metrics and "meteor" not in config and not all(
+            "meteor" in corpus for corpus in config.get("corpora", {}).values()):
+        raise ConfigError(f'{path}: METEOR needs `meteor`: {{"language": '
+                          f'"{"|".join(LANGUAGE_PRESETS)}"}} for the target language')
+    if not isinstance(config["models"], dict) or not config["models"]:
+        raise ConfigError(f"{path}: `models` must map model names to training flags")
+    for model, flags in config["models"].items():
+        _flags(path, flags, f"model {model!r}")
+    diverging = config.get("may_diverge", [])
+    if not isinstance(diverging, list) or any(m not in config["models"] for m in diverging):
+        raise ConfigError(f"{path}: `may_diverge` must list models that `models` defines, "
+                          f"not {diverging!r}")
+    corpora = config.get("corpora", {})
+    if not isinstance(corpora, dict):
+        raise ConfigError(f"{path}: `corpora` must map corpus names to their data")
+    for name, corpus in corpora.items():
+        _keys(path, corpus, CORPUS_KEYS + CORPUS_OPTIONAL, f"corpus {name!r}")
+        if any(not isinstance(corpus.get(k), str) for k in CORPUS_KEYS):
+            raise ConfigError(f"{path}: corpus {name!r} needs `data` and `prepare` strings")
+        _check_section(path, corpus, f"corpora.{name}.")
+    if not isinstance(config["tables"], list) or not config["tables"]:
+        raise ConfigError(f"{path}: `tables` must be a non-empty list")
+    for number, table in enumerate(config["tables"], 1):
+        what = f"table {table.get('title', number)!r}" if isinstance(table, dict) else "a table"
+        _keys(path, table, TABLE_KEYS, what)
+        if "title" not in table or not isinstance(table.get("rows"), list) or not table["rows"]:
+            raise ConfigError(f"{path}: {what} needs a `title` and a non-empty list of `rows`")
+        if "fertility_source" in table:
+            _source(path, table["fertility_source"], f"`fertility_source` of {what}")
+        if not isinstance(table.get("smoke_only", False), bool):
+            raise ConfigError(f"{path}: `smoke_only` of {what} must be true or false")
+        if "corpus" in table and table["corpus"] not in corpora:
+            raise ConfigError(f"{path}: {what} trains on corpus {table['corpus']!r}, which "
+                              f"`corpora` does not define")
+        if "corpus" in table and table.get("smoke_only"):
+            raise ConfigError(f"{path}: {what} has a `corpus`, so it cannot be "
+                              "`smoke_only` (smoke runs train on the synthetic corpus)")
+        _seeds(path, table.get("seeds", [1]), f"`seeds` of {what}")
+        if table.get("subset", "test") not in SUBSETS:
+            raise ConfigError(f"{path}: `subset` of {what} must be one of "
+                              f"{', '.join(SUBSETS)}, not {table['subset']!r}")
+        for row in table["rows"]:
+            _check_row(path, config, table, row)
+
+
+def _check_row(path, config, table, row) -> None:
+    what = (f"row {row.get('label')!r} of {table['title']!r}" if isinstance(row, dict)
+            else f"a row of {table['title']!r}")
+    _keys(path, row, ROW_KEYS, what)
+    if "label" not in row or "model" not in row:
+        raise ConfigError(f"{path}: {what} needs a `label` and a `model`")
+    if row["model"] not in config["models"]:
+        raise ConfigError(f"{path}: row {row['label']!r} of {table['title']!r} uses "
+                          f"model {row['model']!r}, which `models` does not define")
+    if not isinstance(row.get("overrides", {}), dict):
+        raise ConfigError(f"{path}: `overrides` of {what} must be a JSON object")
+    if "generate" in row:
+        _flags(path, row["generate"], f"`generate` of {what}", ())
+    if "fertility_source" in row:
+        _source(path, row["fertility_source"], f"`fertility_source` of {what}")
+    paper = row.get("paper", {})
+    _keys(path, paper, PAPER_KEYS, f"`paper` of {what}")
+    for key, value in paper.items():
+        if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+            raise ConfigError(f"{path}: paper figure {key} of {what} must be a number (or "
+                              f"a note such as \"did not converge\"), not {value!r}")
+
+
+# -- what a run trains and decodes ------------------------------------------------------------
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def override_flags(overrides: dict) -> List[str]:
+    return ["--model-overrides", repr(overrides)] if overrides else []
+
+
+def decoding_key(row: dict, source: Optional[str] = None, corpus: Optional[str] = None,
+                 seed: Optional[int] = None, subset: Optional[str] = None) -> str:
+    """What makes a decoding different: the model, its training fertilities (``source``,
+    for models that read them), the overrides, the extra generation flags, the corpus
+    (None: the config's ``data``), the training seed (None: the flags') and the subset
+    (None: the generation flags')."""
+    key = [row["model"], row.get("overrides", {})]
+    if row.get("generate"):
+        key.append(row["generate"])
+    if source:
+        key.append(source)
+    for name, value in (("corpus", corpus), ("seed", seed), ("subset", subset)):
+        if value is not None:
+            key.append({name: value})
+    return json.dumps(key, sort_keys=True)
+
+
+def training_name(model: str, source: Optional[str], corpus: Optional[str] = None,
+                  seed: Optional[int] = None, best_of: Optional[List[int]] = None) -> str:
+    """The name of a training run: the model, with its corpus, fertility data and seed
+    if any; ``best_of``: the name of the best of its trainings with those seeds."""
+    notes = [n for n in (corpus, source and f"{source} fertilities",
+                         seed is not None and f"seed {seed}",
+                         best_of and f"best of seeds {', '.join(map(str, best_of))}") if n]
+    return model + (f" [{', '.join(notes)}]" if notes else "")
+
+
+def corpus_data(config: dict, corpus: Optional[str]) -> Tuple[str, str]:
+    """``(data, prepare)`` of a corpus: the config's own for None."""
+    entry = config if corpus is None else config["corpora"][corpus]
+    return entry["data"], entry["prepare"]
+
+
+def flag_value(flags: List[str], name: str, default: Optional[str] = None) -> Optional[str]:
+    """The value of ``name`` in ``flags`` (``--name V`` or ``--name=V``; the last counts)."""
+    value = default
+    for i, flag in enumerate(flags):
+        if flag == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif flag.startswith(name + "="):
+            value = flag.split("=", 1)[1]
+    return value
+
+
+def reads_fertility_data(flags: List[str]) -> bool:
+    """Whether training with ``flags`` reads the run's fertility data: per-token files
+    (``--fertility predicted``, the last ``--fertility`` counting) or a GUIDED table
+    filled in by the driver (``{guided_table}``)."""
+    return (flag_value(flags, "--fertility") == "predicted"
+            or any("{guided_table}" in f for f in flags))
+
+
+def only_tables(config: dict, wanted: List[str]) -> dict:
+    """``config`` with only the tables whose title contains one of ``wanted`` (case
+    ignored): ``"Table 1"`` keeps every corpus's Table 1, ``"Table 1: BLEU, IWSLT14"``
+    one of them. A text no title contains is a ConfigError listing the titles."""
+    titles = [table["title"] for table in config["tables"]]
+    for text in wanted:
+        if not any(text.lower() in title.lower() for title in titles):
+            raise ConfigError(f"--table {text!r} names no table of {config['name']}; its "
+                              f"tables: {'; '.join(titles)}")
+    return {**config, "tables": [table for table in config["tables"]
+                                 if any(text.lower() in table["title"].lower()
+                                        for text in wanted)]}
+
+
+def training_length(config: dict, smoke: bool, corpus: Optional[str],
+                    updates: Optional[int] = None) -> Tuple[int, str]:
+    """How long one training of a run on ``corpus`` lasts: ``(13, "epochs")`` where its
+    flags end it by epochs, else ``(its updates, "updates")`` (``updates`` where the run
+    overrides them)."""
+    settings = run_settings(config, smoke, corpus)
+    epochs = flag_value(settings["train_flags"], "--max-epoch")
+    if epochs and updates is None:
+        return int(epochs), "epochs"
+    return updates or settings["max_update"], "updates"
+
+
+def training_budget(config: dict, smoke: bool, corpus: Optional[str],
+                    updates: Optional[int] = None) -> str:
+    """:func:`training_length` in words: ``"13 epochs"``, ``"100,000 updates"``."""
+    count, unit = training_length(config, smoke, corpus, updates)
+    return f"{count:,} {unit}"
+
+
+def with_flags(config: dict, train: List[str], generate: List[str]) -> dict:
+    """``config`` with ``train`` and ``generate`` flags added to every run's own (the
+    config's, the smoke section's, each corpus's that has its own): precision or other
+    machine settings a user adds without editing the config (``--fp16``). Coming last,
+    they win over the config's where fairseq reads a flag twice."""
+    added = {"train_flags": train, "generate_flags": generate}
+
+    def extended(section: dict) -> dict:
+        return {**section, **{key: [*section[key], *flags] for key, flags in added.items()
+                              if key in section and flags}}
+
+    result = {**extended(config), "smoke": extended(config["smoke"])}
+    if "corpora" in config:
+        result["corpora"] = {name: extended(c) for name, c in config["corpora"].items()}
+    return result
+
+
+def run_settings(config: dict, smoke: bool, corpus: Optional[str] = None) -> dict:
+    """The flags, ``max_update``, ``bleu`` (and the like) of a run on ``corpus``: the
+    ``smoke`` section in smoke runs, else the corpus's own over the config's."""
+    if smoke:
+        return config["smoke"]
+    return config if corpus is None else {**config, **config["corpora"][corpus]}
+
+
+def run_setting(config: dict, smoke: bool, key: str, default=None,
+                corpus: Optional[str] = None):
+    """An optional setting of the run: the smoke section's own in smoke runs, else the
+    corpus's or the config's, else ``default``."""
+    if smoke and key in config["smoke"]:
+        return config["smoke"][key]
+    return run_settings(config, False, corpus).get(key, default)
+
+
+def paper_setting(config: dict, smoke: bool, key: str, corpus: Optional[str] = None):
+    """A setting that goes with the paper's training flags (``average_last``,
+    ``select``, ``batch``): the smoke section's own in smoke runs (never inherited),
+    else the corpus's or the config's, else None."""
+    if smoke:
+        return config["smoke"].get(key)
+    return run_settings(config, False, corpus).get(key)
+
+
+def averaging(config: dict, smoke: bool, corpus: Optional[str] = None) -> Tuple[int, dict]:
+    """``(checkpoints the run must keep, average_windows)`` of a run on ``corpus``: with
+    ``select.average_windows`` its windows' span, else ``average_last`` and ``{}``
+    (0 and ``{}``: the last checkpoint is decoded)."""
+    windows = (paper_setting(config, smoke, "select", corpus) or {}).get("average_windows")
+    if windows:
+        return windows["size"] + windows["step"] * (windows["count"] - 1), windows
+    return paper_setting(config, smoke, "average_last", corpus) or 0, {}
+
+
+def drop_settings(config: dict, smoke: bool) -> dict:
+    drop = {**DROP_DEFAULTS, **run_setting(config, smoke, "drop", {})}
+    if isinstance(drop["symmetrize"], str):
+        drop["symmetrize"] = [drop["symmetrize"]]
+    return drop
+
+
+def resolve_tables(config: dict, smoke: bool) -> List[Tuple[dict, List[dict]]]:
+    """The tables this run writes, each with its rows completed by ``corpus`` (None: the
+    config's ``data``), ``source`` (the fertility data the model trains on, None if it
+    reads none), ``seed`` (None: the training flags'), ``subset`` (None: the generation
+    flags'), ``train`` (the name of the training run), ``key`` (the decoding's
+    :func:`decoding_key`), ``row`` (its index in the config's table: a table with
+    ``seeds`` has a row per seed, which the report averages) and ``candidates`` (the
+    trainings ``train`` is the best of, as ``{seed: name}``, under ``select.seeds``;
+    else ``{seed: train}``).
+
+    Smoke runs train every table on the synthetic corpus and leave out a table with a
+    ``corpus`` whose every decoding the tables before it already make."""
+    default = run_setting(config, smoke, "fertility_source", "gold")
+    resolved, decodings = [], set()
+    for table in config["tables"]:
+        if table.get("smoke_only") and not smoke:
+            continue
+        corpus, subset = None if smoke else table.get("corpus"), table.get("subset")
+        train_flags = run_settings(config, smoke, corpus)["train_flags"]
+        best_of = None if "seeds" in table else (
+            paper_setting(config, smoke, "select", corpus) or {}).get("seeds")
+        rows = []
+        for index, row in enumerate(table["rows"]):
+            source = None
+            if reads_fertility_data([*train_flags, *config["models"][row["model"]]]):
+                source = row.get("fertility_source", table.get("fertility_source", default))
+            for seed in table.get("seeds", [None]):
+                train = training_name(row["model"], source, corpus, seed, best_of)
+                candidates = ({s: training_name(row["model"], source, corpus, s)
+                               for s in best_of} if best_of else {seed: train})
+                rows.append({**row, "corpus": corpus, "source": source, "seed": seed,
+                             "subset": subset, "row": index, "train": train,
+                             "candidates": candidates,
+                             "key": decoding_key(row, source, corpus, seed, subset)})
+        keys = {row["key"] for row in rows}
+        if smoke and table.get("corpus") and keys <= decodings:
+            continue
+        decodings |= keys
+        resolved.append((table, rows))
+    return resolved
+
+
+def averaging_problem(config: dict, smoke: bool, updates: Optional[int] = None) -> Optional[str]:
+    """One line if a model's training flags cannot keep the checkpoints the run averages
+    (``average_last``, or the span of ``select.average_windows``; checked before
+    training). Epoch checkpoints count as enough unless ``--keep-last-epochs`` keeps
+    too few (how many epochs a run has depends on the corpus)."""
+    corpora = [None] if smoke else list(dict.fromkeys(
+        row["corpus"] for _, rows in resolve_tables(config, smoke) for row in rows))
+    for corpus in corpora:
+        count, windows = averaging(config, smoke, corpus)
+        settings = run_settings(config, smoke, corpus)
+        max_update = updates or settings["max_update"]
+        for model, own in config["models"].items() if count else ():
+            flags = [*settings["train_flags"], *own]
+            interval = int(flag_value(flags, "--save-interval-updates", "0"))
+            keep = int(flag_value(flags, "--keep-interval-updates", "-1"))
+            saved = max_update // interval if interval > 0 else 0
+            kept = saved if keep < 0 else min(keep, saved)
+            epochs = (0 if "--no-epoch-checkpoints" in flags
+                      else int(flag_value(flags, "--keep-last-epochs", "-1")))
+            if epochs < 0 or kept + epochs >= count:
+                continue
+            need = (f"the average_windows {json.dumps(windows)} need the last {count} "
+                    "checkpoints" if windows else f"averaging the last {count} checkpoints")
+            return (f"{need}, but model {model!r}" + (f" on {corpus}" if corpus else "")
+                    + f" keeps {kept + epochs} ({max_update} updates, "
+                    f"--save-interval-updates {interval}, --keep-interval-updates {keep}, "
+                    + ("--no-epoch-checkpoints)" if "--no-epoch-checkpoints" in flags
+                       else f"--keep-last-epochs {epochs})"))
+    return None
+
+
+def post_process_of(flags: List[str]) -> Optional[str]:
+    """fairseq-generate's ``--post-process`` / ``--remove-bpe`` scheme in ``flags``."""
+    scheme = None
+    for i, flag in enumerate(flags):
+        if flag in ("--remove-bpe", "--post-process"):
+            following = flags[i + 1] if i + 1 < len(flags) else "--"
+            scheme = "subword_nmt" if following.startswith("--") else following
+        elif flag.startswith(("--remove-bpe=", "--post-process=")):
+            scheme = flag.split("=", 1)[1]
+    return None if scheme == "none" else scheme
+

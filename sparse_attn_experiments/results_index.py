@@ -1,0 +1,217 @@
+"""``results/README.md``: every result file in one page, ours beside the papers'.
+
+For each paper config in ``configs/``: the runs of it in ``results/<name>/`` (the full
+run's ``results.json``, else the smoke run's ``smoke.json``) with, per table row, our
+figures beside the paper's for each metric the paper reports (and BLEU always); the
+command, commit and machine each file names; and, for a full run not made here, what it
+takes. Then each comparison of every kind of attention on one corpus
+(``sparse-attn-compare``: the demo, Multi30k, KFTT) with the published figures on that
+corpus, and every other results file (benchmarks, calibrations) with its provenance.
+Every number on the page is read from a file a script wrote.
+
+    sparse-attn-results-index [--results results] [--configs configs]
+"""
+
+import json
+import re
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from sparse_attn_plugin.command_line import CommandParser
+from sparse_attn_plugin.evaluation.drop import PUBLISHED_SYMMETRIZATION
+from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.results_io import markdown_table
+
+from .comparison.published import published_rows
+from .comparison.report import DROP_COLUMN, stopped_cell
+from .provenance import provenance_header
+from .reproduction.config import (
+    DEFAULT_METRICS,
+    ConfigError,
+    drop_settings,
+    load_config,
+    resolve_tables,
+    training_budget,
+)
+from .reproduction.report import row_comparisons, row_label
+
+_HEADER_LINE = re.compile(r"^- (command|commit|machine|date): (.*)$")
+SHOWN = {"BLEU": "BLEU", "METEOR": "METEOR", "REP": "REP", "DROP": "DROP",
+         "speed": "decoding ×", "train_speed": "training ×"}
+#: A table whose rows the run did not make: the config changed after the run.
+STALE = "not in this run: the config changed after it (run the script again)"
+
+
+def provenance_of(report: Path) -> Dict[str, str]:
+    """The title and the command, commit, machine and date lines of a results file."""
+    found = {}
+    for line in report.read_text().splitlines()[:12]:
+        if line.startswith("# ") and "title" not in found:
+            found["title"] = line[2:].strip()
+        match = _HEADER_LINE.match(line)
+        if match:
+            found[match.group(1)] = match.group(2).strip("`")
+    return found
+
+
+def _label(metric: str, symmetrization: str) -> str:
+    """How a cell names ``metric``: DROP with its symmetrisation."""
+    return f"DROP ({symmetrization})" if metric == "DROP" else SHOWN[metric]
+
+
+def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
+    """``[table, row, ours, paper]`` for every row of every table the record holds; our
+    DROP named with the symmetrisation the run reports it with (the first of the config's
+    ``drop.symmetrize``, as its report says), the paper's with
+    :data:`PUBLISHED_SYMMETRIZATION`."""
+    lines = []
+    metrics = [m for m in record.get("metrics", DEFAULT_METRICS) if m in SHOWN]
+    ours = drop_settings(config, smoke)["symmetrize"][0]
+    for table, rows in resolve_tables(config, smoke):
+        if not all(row["key"] in record["decoded"] and row["train"] in record["trained"]
+                   for row in rows):
+            lines.extend([table["title"], row["label"], STALE, "-"]
+                         for row in dict((r["row"], r) for r in rows).values())
+            continue
+        compared = row_comparisons(rows, record["decoded"], record["trained"], metrics)
+        for group, cells in compared:
+            shown = [m for m in metrics if m == "BLEU" or cells[m][1] != "-"]
+            lines.append([table["title"], row_label(config, group[0]),
+                          "; ".join(f"{_label(m, ours)} {cells[m][0]}" for m in shown),
+                          "; ".join(f"{_label(m, PUBLISHED_SYMMETRIZATION)} {cells[m][1]}"
+                                    for m in shown)])
+    return lines
+
+
+def _script_of(config_path: Path, scripts: Path) -> Optional[str]:
+    for script in sorted(scripts.glob("*.sh")):
+        if config_path.name in script.read_text():
+            return f"{scripts.name}/{script.name}"
+    return None
+
+
+def _full_scale(config: dict, config_path: Path, scripts: Path) -> str:
+    """What a full run takes: the data to prepare, the command, the trainings."""
+    rows = [row for _, rows in resolve_tables(config, False) for row in rows]
+    prepares = [config["prepare"], *(c["prepare"] for c in config.get("corpora", {}).values())]
+    trainings = {row["train"]: training_budget(config, False, row["corpus"]) for row in rows}
+    budget = ", ".join(f"{sum(v == b for v in trainings.values())} x {b}"
+                       for b in dict.fromkeys(trainings.values()))
+    script = (_script_of(config_path, scripts)
+              or f"sparse-attn-reproduce {config_path}")
+    return ("Full scale (GPU; not run here, this machine has none): "
+            + "; ".join(f"`{p}`" for p in dict.fromkeys(prepares))
+            + f"; then `{script}`"
+            + (" (its header lists the `--corpus-data` flags). " if config.get("corpora")
+               else ". ")
+            + f"{len(trainings)} trainings ({budget}); the time depends on the GPU and is "
+            "not measured here.\n")
+
+
+def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
+    config = load_config(config_path)
+    folder = results / config["name"]
+    parts = [f"### {config['paper']}\n"]
+    for record_name, report_name, smoke in (("results.json", "README.md", False),
+                                            ("smoke.json", "smoke.md", True)):
+        if not (folder / record_name).is_file():
+            continue
+        record = json.loads((folder / record_name).read_text())
+        about = provenance_of(folder / report_name)
+        kind = ("Full run" if not smoke else
+                f"Smoke run (synthetic corpus, {record['max_update']} updates per model; its "
+                "numbers show that the pipeline runs, they are not comparable to the paper's)")
+        minutes = f", {record['seconds'] / 60:.1f} min" if record.get("seconds") else ""
+        parts.append(f"{kind}: [{config['name']}/{report_name}]({config['name']}/{report_name})"
+                     f" (commit `{about.get('commit', '?')}`, {about.get('machine', '?')}, "
+                     f"{about.get('date', '?')}{minutes}).\n")
+        ours = "ours (synthetic smoke)" if smoke else "ours"
+        parts.append(markdown_table(["table", "row", ours, "paper"],
+                                    _compare(config, record, smoke)))
+    if not (folder / "results.json").is_file():
+        parts.append(_full_scale(config, config_path, scripts))
+    return "\n".join(parts)
+
+
+def comparisons(results: Path) -> str:
+    """Each ``sparse-attn-compare`` report (``comparison.json``): its rows' BLEU, REP and
+    DROP and how each row's training ended, with the published figures on its corpus."""
+    parts = []
+    for record_path in sorted(results.glob("*/comparison.json")):
+        record = json.loads(record_path.read_text())
+        report = record_path.parent / "README.md"
+        about, link = provenance_of(report), report.relative_to(results)
+        kind = ("Smoke run (a check that the pipeline runs, not a result)" if record["smoke"]
+                else "Run")
+        parts.append(f"### {record['corpus']} (`{record_path.parent.name}/`)\n\n{kind}: "
+                     f"[{link}]({link}) (commit "
+                     f"`{about.get('commit', '?')}`, {about.get('machine', '?')}, "
+                     f"{about.get('date', '?')}).\n")
+        tests = record["tests"]
+        parts.append(markdown_table(
+            ["attention", *(f"BLEU {name}" for name in tests.values()), "REP", DROP_COLUMN,
+             "updates (why training stopped)"],
+            [[row["attention"], *(f"{row['bleu'][split]:.2f}" for split in tests),
+              f"{row['rep']:.2f}", f"{row['drop']:.2f}",
+              stopped_cell(row)] for row in record["rows"]]))
+        published = published_rows(record["corpus"])
+        if published:
+            parts.append(f"Published figures on this corpus (not run here):\n\n{published}")
+    return "\n".join(parts) + "\n"
+
+
+def other_results(results: Path) -> str:
+    """Every results file that is no reproduction or comparison report, with its
+    provenance."""
+    rows = []
+    for report in sorted(results.glob("*/*.md")):
+        if report.name in ("smoke.md",) or report.parent.name == "smoke" or (
+                report.name == "README.md" and any((report.parent / record).is_file()
+                                                   for record in ("results.json",
+                                                                  "comparison.json"))):
+            continue
+        about = provenance_of(report)
+        if "commit" not in about:
+            continue
+        rows.append([f"[{report.relative_to(results)}]({report.relative_to(results)})",
+                     about.get("title", "-"), f"`{about['commit']}`", about.get("date", "-")])
+    return markdown_table(["file", "what", "commit", "date"], rows)
+
+
+def render(results: Path, configs: Path, scripts: Path, command: str) -> str:
+    papers = [paper_section(path, results, scripts) for path in sorted(configs.glob("*.json"))]
+    return "\n".join([
+        "# Results", "", provenance_header(command),
+        "Every number on this page is read from a file below, which a script in this "
+        "repository wrote and which names the command, commit and machine that made it. "
+        "Speeds are ratios to softmax (or to a table's first row) measured in the same run.\n",
+        "## Paper reproductions\n", *papers,
+        "## Every kind of attention on one corpus (`sparse-attn-compare`; the demo)\n",
+        comparisons(results),
+        "## Benchmarks and calibrations\n", other_results(results)])
+
+
+def main(argv=None):
+    parser = CommandParser(prog="sparse-attn-results-index",
+                           description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--configs", type=Path, default=Path("configs"))
+    parser.add_argument("--scripts", type=Path, default=Path("scripts"))
+    args = parser.parse_args(argv)
+    if not args.results.is_dir() or not args.configs.is_dir():
+        parser.error(f"--results {args.results} and --configs {args.configs} must be folders")
+    command = "sparse-attn-results-index" + "".join(
+        f" {a}" for a in (argv or []))
+    try:
+        text = render(args.results, args.configs, args.scripts, command)
+    except ConfigError as err:
+        parser.error(str(err))
+    try:
+        path = write_text_atomic(args.results / "README.md", text)
+    except OSError as err:
+        parser.fail(err)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
