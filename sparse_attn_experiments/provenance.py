@@ -6,11 +6,13 @@ rerun it and knows what hardware the numbers (and speed ratios) belong to.
 
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Optional
 
 #: The folder that holds the package: a clone of sparse-attn when the package is
 #: installed editable (``make install``), else some ``site-packages``.
@@ -58,6 +60,12 @@ def describe_machine() -> str:
         parts.append(f"GPU {torch.cuda.get_device_name(0)}")
     parts.append(f"Python {platform.python_version()}, {platform.system()}")
     return "; ".join(parts)
+
+
+def gpu_of(machine: str) -> Optional[str]:
+    """The GPU a line of :func:`describe_machine` names (``GPU NAME``), or None."""
+    found = re.search(r"(?:^|; )GPU ([^;]+)", machine)
+    return found.group(1).strip() if found else None
 
 
 def provenance_header(command=None) -> str:

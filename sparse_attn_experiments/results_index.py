@@ -24,7 +24,7 @@ from sparse_attn_plugin.results_io import markdown_table
 
 from .comparison.published import published_rows
 from .comparison.report import DROP_COLUMN, stopped_cell
-from .provenance import provenance_header
+from .provenance import gpu_of, provenance_header
 from .reproduction.config import (
     DEFAULT_METRICS,
     ConfigError,
@@ -90,8 +90,19 @@ def _script_of(config_path: Path, scripts: Path) -> Optional[str]:
     return None
 
 
-def _full_scale(config: dict, config_path: Path, scripts: Path) -> str:
-    """What a full run takes: the data to prepare, the command, the trainings."""
+def _machines_note(folder: Path) -> str:
+    """What the records in ``folder`` say of GPUs: the GPUs their machine lines name, or
+    that none does."""
+    gpus = sorted({gpu for report in sorted(folder.glob("*.md"))
+                   for gpu in [gpu_of(provenance_of(report).get("machine", ""))] if gpu})
+    if gpus:
+        return f"its records name {', '.join(f'GPU {g}' for g in gpus)}"
+    return "none of its records was made on a GPU"
+
+
+def _full_scale(config: dict, config_path: Path, scripts: Path, folder: Path) -> str:
+    """What a full run takes: the data to prepare, the command, the trainings; and what
+    ``folder``'s records (the smoke run) say of GPUs."""
     rows = [row for _, rows in resolve_tables(config, False) for row in rows]
     prepares = [config["prepare"], *(c["prepare"] for c in config.get("corpora", {}).values())]
     trainings = {row["train"]: training_budget(config, False, row["corpus"]) for row in rows}
@@ -99,13 +110,13 @@ def _full_scale(config: dict, config_path: Path, scripts: Path) -> str:
                        for b in dict.fromkeys(trainings.values()))
     script = (_script_of(config_path, scripts)
               or f"sparse-attn-reproduce {config_path}")
-    return ("Full scale (GPU; not run here, this machine has none): "
+    return (f"Full scale (sized for a GPU; not run: `{folder.name}/` holds no full run, and "
+            f"{_machines_note(folder)}): "
             + "; ".join(f"`{p}`" for p in dict.fromkeys(prepares))
             + f"; then `{script}`"
             + (" (its header lists the `--corpus-data` flags). " if config.get("corpora")
                else ". ")
-            + f"{len(trainings)} trainings ({budget}); the time depends on the GPU and is "
-            "not measured here.\n")
+            + f"{len(trainings)} trainings ({budget}); no record times them.\n")
 
 
 def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
@@ -129,7 +140,7 @@ def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
         parts.append(markdown_table(["table", "row", ours, "paper"],
                                     _compare(config, record, smoke)))
     if not (folder / "results.json").is_file():
-        parts.append(_full_scale(config, config_path, scripts))
+        parts.append(_full_scale(config, config_path, scripts, folder))
     return "\n".join(parts)
 
 

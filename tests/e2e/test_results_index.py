@@ -78,3 +78,28 @@ def test_the_committed_index_is_what_the_records_give():
     body = [line for line in committed.splitlines() if not line.startswith("- ")]
     assert body == [line for line in fresh.splitlines() if not line.startswith("- ")], \
         "results/README.md is stale: run sparse-attn-results-index"
+
+
+def test_what_the_index_says_of_gpus_comes_from_the_records(tmp_path):
+    """A paper with no full run: the index says what its records' machine lines say of
+    GPUs (it once wrote "this machine has none" whatever they said)."""
+    configs, results = tmp_path / "configs", tmp_path / "results"
+    configs.mkdir()
+    shutil.copy(REPO / "configs" / "tsai2019_kernel.json", configs)
+    folder = results / "kernel"
+    folder.mkdir(parents=True)
+    cpu = "AMD EPYC, 2 cores, torch 2.13.0+cpu (2 threads); Python 3.11.7, Linux"
+    gpu = ("AMD EPYC, 16 cores, torch 2.11.0+cu130 (16 threads); GPU NVIDIA H100 80GB HBM3; "
+           "Python 3.12.3, Linux")
+
+    def full_scale(machine):
+        (folder / "notes.md").write_text(f"# A run\n\n- commit: `0123456789ab`\n"
+                                         f"- machine: {machine}\n")
+        index = results_index.render(results, configs, REPO / "scripts", "check")
+        return next(line for line in index.splitlines() if line.startswith("Full scale"))
+
+    assert ("not run: `kernel/` holds no full run, and none of its records was made on a GPU"
+            in full_scale(cpu))
+    on_gpu = full_scale(gpu)
+    assert "its records name GPU NVIDIA H100 80GB HBM3" in on_gpu
+    assert "none" not in on_gpu and "has none" not in full_scale(cpu)

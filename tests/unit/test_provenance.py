@@ -59,3 +59,14 @@ def test_results_a_run_rewrites_do_not_make_the_checkout_dirty(tmp_path, monkeyp
     assert not provenance.git_commit().endswith("+dirty")
     (tmp_path / "code.py").write_text("changed\n")
     assert provenance.git_commit().endswith("+dirty")
+
+
+def test_the_gpu_a_machine_line_names_is_read_back(monkeypatch):
+    import torch
+
+    assert provenance.gpu_of(provenance.describe_machine()) is None or torch.cuda.is_available()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H100 80GB HBM3")
+    assert provenance.gpu_of(provenance.describe_machine()) == "NVIDIA H100 80GB HBM3"
+    assert provenance.gpu_of("AMD EPYC, 2 cores, torch 2.13.0+cpu (2 threads); Python "
+                             "3.11.7, Linux") is None
