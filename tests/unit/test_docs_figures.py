@@ -46,9 +46,11 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Tuple
 
 import pytest
+
+from sparse_attn_experiments.provenance import gpu_of
 
 from helpers import REPO
 
@@ -244,12 +246,6 @@ def machines_in(record: Path) -> List[str]:
 def record_machines(root: Path) -> List[str]:
     return [machine for record in sorted((root / "results").rglob("*"))
             if record.suffix in (".md", ".json") for machine in machines_in(record)]
-
-
-def gpu_of(machine: str) -> Optional[str]:
-    """The GPU a machine line names (``...; GPU NVIDIA H100 80GB HBM3; ...``), or None."""
-    found = re.search(r"(?:^|; )GPU ([^;]+)", machine)
-    return found.group(1).strip() if found else None
 
 
 def _sentences(text: str) -> List[Tuple[int, str]]:
