@@ -244,28 +244,34 @@ def test_reproduce_and_results_index_bad_input(tmp_path):
 
 
 def commands_shown():
-    """Every ``python -m MODULE`` and ``python FILE.py`` that README.md, docs/, scripts/,
-    configs/ and the records in results/ show a user, with where each is shown."""
+    """Every ``python -m MODULE``, ``python FILE.py`` and ``sparse-attn-NAME`` that
+    README.md, docs/, scripts/, configs/ and the records in results/ show a user, with where
+    each is shown."""
     shown = {}
     pattern = re.compile(r"python3? -m ([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)(?![\w.…])"
-                         r"|python3? ((?:benchmarks|scripts)/\w+\.py)")  # not NAME, not …
+                         r"|python3? ((?:benchmarks|scripts)/\w+\.py)"  # not NAME, not …
+                         r"|(?<![\w/-])(sparse-attn-[a-z]+(?:-[a-z]+)*)(?![\w/.-])")
     places = [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(REPO / "scripts").iterdir(),
               *(REPO / "configs").rglob("*.json"), *(REPO / "results").rglob("*.md"),
               *(REPO / "results").rglob("*.json")]
     for path in places:
         for match in pattern.finditer(path.read_text()):
-            shown.setdefault(match.group(1) or match.group(2), str(path.relative_to(REPO)))
+            shown.setdefault(next(filter(None, match.groups())), str(path.relative_to(REPO)))
     return shown
 
 
 def test_every_python_command_shown_or_recorded_still_runs():
     """What a user copies from the docs or from a results record names a module that still
-    runs as a command, or a file that is still there: no old path survives a move."""
+    runs as a command, a file that is still there, or a console script we install: no old
+    path survives a move."""
     shown = commands_shown()
-    assert "sparse_attn_data.iwslt14_de_en" in shown and "benchmarks/bench_training.py" in shown
+    assert {"sparse_attn_data.iwslt14_de_en", "benchmarks/bench_training.py",
+            "sparse-attn-reproduce"} <= set(shown)
     missing = []
     for name, where in sorted(shown.items()):
-        if name.endswith(".py"):
+        if name.startswith("sparse-attn-"):
+            ok = name in SCRIPTS
+        elif name.endswith(".py"):
             ok = (REPO / name).is_file()
         elif name.split(".")[0] in ("sparse_attn_plugin", "sparse_attn_experiments",
                                     "sparse_attn_data"):
