@@ -28,7 +28,9 @@ for files read where they are, from other contents) is refused, not overwritten.
 ``raw/``, ``tok/`` and ``subword/`` are removed at the end unless
 ``--keep-intermediates``, and at the start when ``WORK/NAME/SETTINGS.json`` says another
 run made them with other settings; the archives are kept, so preparing again with other
-settings downloads nothing.
+settings downloads nothing. ``--keep-intermediates`` on a finished ``DEST/NAME`` rebuilds
+the intermediates it lacks (:func:`rebuild_intermediates`: stages 1-4, the subwords with
+``DEST/NAME``'s own model, no fertilities) and leaves ``DEST/NAME`` as it is.
 """
 
 import dataclasses
@@ -328,46 +330,25 @@ def prepare(recipe: Recipe, args) -> Path:
         if changed:
             raise PrepError(f"{dest} was prepared from other contents of {changed}; "
                             "choose another --name or delete it")
-        logger.info(f"{dest} is prepared already: nothing to do")
+        if args.keep_intermediates:
+            rebuild_intermediates(recipe, args, dest, work, settings, prepared["sentences"])
+        else:
+            logger.info(f"{dest} is prepared already: nothing to do")
         return dest
     if dest.exists():
         raise PrepError(f"{dest} exists but holds no PREPARED.json: delete it or choose "
                         "another --name")
     started = time.time()
-
-    remove_leftovers(work)
-    claim_work_folder(work, {"settings": settings, "inputs": recipe.inputs})
     seconds: Dict[str, float] = {}
 
-    def step(name, outputs, make):
-        begun = time.time()
-        run_step(name, outputs, make)
-        seconds[name] = round(time.time() - begun, 1)
+    def learn(tok, out):
+        subwords.learn(args.subwords, read_parts(tok, ["train"], recipe)["train"], args.size,
+                       out)
 
-    raw_dir = raw_dir_from(args.raw_dir)
-    begun = time.time()
-    sources = recipe.sources if not args.no_checksums else tuple(
-        dataclasses.replace(s, size=None, checksum=None) for s in recipe.sources)
-    archives = {s.filename: fetch(s, work / "orig", raw_dir) for s in sources}
-    seconds["fetch"] = round(time.time() - begun, 1)
-    raw, tok, sub = work / "raw", work / "tok", work / "subword"
-    step("raw text", stage_files(raw, recipe.parts, recipe),
-         lambda tmps: write_parts(recipe.read(archives, work / "extracted",
-                                              **chosen_options(recipe, args)),
-                                  recipe.parts, tmps))
-    shutil.rmtree(work / "extracted", ignore_errors=True)
-    step("normalise, tokenise, clean, split", stage_files(tok, recipe.splits, recipe),
-         lambda tmps: write_parts(tokenised_splits(recipe, raw, args.workers), recipe.splits,
-                                  tmps))
-    model = sub / subwords.MODEL_FILE[args.subwords]
-    step(f"learn {args.subwords} ({args.size})", [model],
-         lambda tmps: subwords.learn(args.subwords, read_parts(tok, ["train"], recipe)["train"],
-                                     args.size, tmps[0]))
-    step("apply subwords", stage_files(sub, recipe.splits, recipe),
-         lambda tmps: write_parts(segmented_splits(recipe, tok, model, args.subwords, args.sink,
-                                                   args.workers, args.max_train_subwords),
-                                  recipe.splits, tmps))
+    archives, (raw, tok, sub) = text_stages(recipe, args, work, settings, seconds,
+                                            f"learn {args.subwords} ({args.size})", learn)
     if args.fertility:
+        step = timed_step(seconds)
         step("aligner fertilities", [sub / "train.fert", sub / "valid.fert", sub / "guided.tsv"],
              lambda tmps: write_fertilities(recipe, sub, args.sink, tmps))
     disk = {"archives": _size(*archives.values()), "intermediates": _size(raw, tok, sub)}
@@ -386,6 +367,77 @@ def prepare(recipe: Recipe, args) -> Path:
             for split, n in counts.items()]
     logger.info(f"wrote {dest} in {time.time() - started:.0f} s: " + ", ".join(made))
     return dest
+
+
+def timed_step(seconds: Dict[str, float]):
+    """:func:`steps.run_step`, the seconds each step takes put in ``seconds`` by its name."""
+    def step(name, outputs, make):
+        begun = time.time()
+        run_step(name, outputs, make)
+        seconds[name] = round(time.time() - begun, 1)
+    return step
+
+
+def text_stages(recipe: Recipe, args, work: Path, settings: dict, seconds: Dict[str, float],
+                model_step: str, make_model) -> Tuple[Dict[str, Path], Tuple[Path, Path, Path]]:
+    """Stages 1-4 under ``work``, each skipped where done (:func:`steps.run_step`) and its
+    seconds put in ``seconds``; the subword model made by ``make_model(tok_folder, path)``
+    as the step named ``model_step``. The archives (``{filename: path}``) and the ``raw``,
+    ``tok`` and ``subword`` folders."""
+    step = timed_step(seconds)
+    remove_leftovers(work)
+    claim_work_folder(work, {"settings": settings, "inputs": recipe.inputs})
+    raw_dir = raw_dir_from(args.raw_dir)
+    begun = time.time()
+    sources = recipe.sources if not args.no_checksums else tuple(
+        dataclasses.replace(s, size=None, checksum=None) for s in recipe.sources)
+    archives = {s.filename: fetch(s, work / "orig", raw_dir) for s in sources}
+    seconds["fetch"] = round(time.time() - begun, 1)
+    raw, tok, sub = work / "raw", work / "tok", work / "subword"
+    step("raw text", stage_files(raw, recipe.parts, recipe),
+         lambda tmps: write_parts(recipe.read(archives, work / "extracted",
+                                              **chosen_options(recipe, args)),
+                                  recipe.parts, tmps))
+    shutil.rmtree(work / "extracted", ignore_errors=True)
+    step("normalise, tokenise, clean, split", stage_files(tok, recipe.splits, recipe),
+         lambda tmps: write_parts(tokenised_splits(recipe, raw, args.workers), recipe.splits,
+                                  tmps))
+    model = sub / subwords.MODEL_FILE[args.subwords]
+    step(model_step, [model], lambda tmps: make_model(tok, tmps[0]))
+    step("apply subwords", stage_files(sub, recipe.splits, recipe),
+         lambda tmps: write_parts(segmented_splits(recipe, tok, model, args.subwords, args.sink,
+                                                   args.workers, args.max_train_subwords),
+                                  recipe.splits, tmps))
+    return archives, (raw, tok, sub)
+
+
+def rebuild_intermediates(recipe: Recipe, args, dest: Path, work: Path, settings: dict,
+                          sentences: Dict[str, int]) -> None:
+    """``--keep-intermediates`` on the finished ``dest``: stages 1-4 under ``work`` again,
+    where their files are missing, with ``dest``'s own subword model (not learnt again),
+    so that ``tok/`` (the text DROP's word aligner trains on) and ``subword/`` are the
+    text ``dest`` was binarised from; no fertilities, and ``dest`` is left as it is.
+    PrepError, and no intermediates left, where the rebuilt splits have other sentence
+    counts than ``dest``'s (``sentences``: a corpus prepared by another version)."""
+    model_file = subwords.MODEL_FILE[args.subwords]
+    logger.info(f"{dest} is prepared already; its intermediates, where missing, are "
+                f"rebuilt in {work}")
+    _, folders = text_stages(recipe, args, work, settings, {}, f"the subword model of {dest}",
+                             lambda tok, out: shutil.copyfile(dest / model_file, out))
+    rebuilt = {split: len(read_lines(folders[2] / f"{split}.{recipe.src}"))
+               for split in recipe.splits}
+    if rebuilt != sentences:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise PrepError(f"{dest} holds {_counts(sentences)} sentence pairs but the rebuilt "
+                        f"text {_counts(rebuilt)}: it was prepared by another version of the "
+                        "recipe; prepare it again (delete it or choose another --name)")
+    logger.info(f"kept in {work}: " + ", ".join(f"{f.name}/" for f in folders)
+                + f" ({_counts(rebuilt)} pairs, as {dest})")
+
+
+def _counts(sentences: Dict[str, int]) -> str:
+    return ", ".join(f"{split} {n}" for split, n in sentences.items())
 
 
 #: The stages whose files depend on the settings (``orig/`` holds only the archives).
@@ -486,7 +538,9 @@ def build_parser(recipe: Recipe, prog: Optional[str] = None,
                    help="train the word aligner and write per-token fertility files and "
                         "the GUIDED table next to the binarised data")
     p.add_argument("--keep-intermediates", action="store_true",
-                   help="keep the raw, tokenised and subword text under --work-dir")
+                   help="keep the raw, tokenised and subword text under --work-dir; for a "
+                        "corpus prepared already, rebuild what is missing of them (the "
+                        "prepared folder is left as it is)")
     p.add_argument("--workers", type=int, default=1,
                    help="processes for tokenising, subwords and fairseq-preprocess")
     return p
