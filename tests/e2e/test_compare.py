@@ -691,3 +691,39 @@ def test_the_convergence_script_gives_its_usage_and_refuses_bad_input(tmp_path):
     unprepared = run(elsewhere, "tiny")
     assert unprepared.returncode == 1 and "prepare Multi30k first" in unprepared.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_the_real_data_scripts_write_under_work_unless_told_to_publish(tmp_path):
+    """scripts/real_data_*.sh as typed, in a copy of the checkout whose python stands in
+    for ours and notes what it is asked (the runs themselves take hours): every report goes
+    under .work/, into results/ only with PUBLISH=results."""
+    checkout, asked = tmp_path / "checkout", tmp_path / "asked"
+    (checkout / "scripts").mkdir(parents=True)
+    for name in ("real_data_comparisons.sh", "real_data_convergence.sh"):
+        shutil.copy(REPO / "scripts" / name, checkout / "scripts" / name)
+    (checkout / "data-bin" / "multi30k_de_en").mkdir(parents=True)
+    (checkout / "data-bin" / "multi30k_de_en" / "PREPARED.json").write_text("{}")
+    realdata = tmp_path / "realdata"
+    for corpus in ("multi30k/raw", "kftt_cicada30k"):
+        (realdata / corpus).mkdir(parents=True)
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {asked}\n')
+    python.chmod(0o755)
+    env = {k: v for k, v in fairseq_env().items() if k != "PUBLISH"} | {"PYTHON": str(python)}
+
+    def reports(script, *argv, **more):
+        asked.unlink(missing_ok=True)
+        ran = subprocess.run(["bash", str(checkout / "scripts" / script), *argv],
+                             env=env | more, capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stderr
+        return [line.split("--out ")[1].split()[0] for line in asked.read_text().splitlines()
+                if "sparse_attn_experiments.compare" in line]
+
+    comparisons = ("real_data_comparisons.sh", "--realdata", str(realdata))
+    assert reports(*comparisons) == [".work/multi30k", ".work/kftt30k"]
+    assert reports(*comparisons, PUBLISH="results") == ["results/multi30k", "results/kftt30k"]
+    assert reports("real_data_convergence.sh", "tiny") == [".work/multi30k_convergence_tiny"]
+    assert reports("real_data_convergence.sh", PUBLISH="results") == [
+        "results/multi30k_convergence"]
+    assert not (checkout / "results").exists()
+
