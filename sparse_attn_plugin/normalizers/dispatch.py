@@ -48,7 +48,8 @@ Kernel = Tuple[str, Callable[..., Tensor]]
 #: sort on a CPU. ``benchmarks/bench_normalizers.py`` (``[sort]`` against ``[newton]``, 2
 #: threads): the sort is 2x faster at 960 scores (a decoding step of 4 sentences, beam 5),
 #: where the solver's per-step overhead dominates; Newton is 1.4x faster at 25,600, about
-#: even at 76,800, and 2-5x faster from 204,800 on (training batches); on one thread the
+#: even at 76,800, and 1.7-3.7x faster at 204,800 and 1,280,000 (training batches, forward
+#: and backward, results/bench/normalizers.md); on one thread the
 #: sort was faster up to 3,200 scores.
 NEWTON_FROM = 1 << 14
 
