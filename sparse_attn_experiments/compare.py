@@ -9,9 +9,10 @@ split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on th
 corpus), validation curve, exactly-zero attention shares and learned alphas per site,
 training and decoding speed as ratios to softmax in the same run, and each row's BLEU
 difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`);
-with ``--model paper``, the papers' IWSLT14 model and recipe for a GPU
-(:mod:`.comparison.models`); with ``--train-flags``/``--generate-flags``, fairseq flags
-passed on to every row's commands (``--fp16``; :mod:`.comparison.passed_flags`);
+with ``--model paper``, fairseq's ``transformer_iwslt_de_en`` with its IWSLT14
+recipe, for a GPU (:mod:`.comparison.models`); with ``--train-flags`` and
+``--generate-flags``, fairseq flags passed on to every row's commands (``--fp16``;
+:mod:`.comparison.passed_flags`);
 with ``--decode-with NAME``, every row also decoded with normaliser NAME at every site
 (:mod:`.comparison.switch`); with ``--tune-lenpen GRID``, every row also translated at
 the length penalty of GRID it does best with on the validation split
@@ -82,8 +83,8 @@ def build_parser() -> CommandParser:
                         "or python -m sparse_attn_data.parallel); default: the synthetic corpus")
     parser.add_argument("--model", choices=ARCHITECTURES,
                         help="the architecture every row shares (default: tiny on the "
-                             "synthetic corpus, small with --data; paper: the papers' "
-                             "IWSLT14 transformer and recipe, for a GPU)")
+                             "synthetic corpus, small with --data; paper: fairseq's "
+                             "transformer_iwslt_de_en with its IWSLT14 recipe, for a GPU)")
     parser.add_argument("--rows", help="comma-separated kinds of attention (default: every "
                         "row of the architecture: "
                         + "; ".join(f"{name}: {', '.join(a.rows)}"
