@@ -114,12 +114,12 @@ def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
     exactly-zero attention weights at each site (a bar per site; none where the model has
     no normaliser to count, n/a).
 
-    ``intervals[i]``, where given, is the 95% interval (low, high) of model i's BLEU minus
+    ``intervals[i]``, where given (not None), is the 95% interval (low, high) of model i's BLEU minus
     model ``reference``'s on the same sentences (paired bootstrap): a whisker from the
     reference's BLEU + low to its BLEU + high, around the bar's end, with the reference's
     BLEU as a dashed line, so a whisker that crosses the line is a gap the test sentences
-    cannot resolve. The BLEU axis spans the bars' ends and whiskers (not from 0), so gaps of
-    1 BLEU show."""
+    cannot resolve; with no interval at all, neither whiskers nor their legend are drawn.
+    The BLEU axis spans the bars' ends and whiskers (not from 0), so gaps of 1 BLEU show."""
     plt = _pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 0.6 * len(labels) + 1.9),
                                          sharey=True, layout="constrained")
@@ -128,7 +128,7 @@ def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
     left.set_yticks(positions, labels)
     left.invert_yaxis()
     spans = list(bleu)
-    if intervals is not None and reference is not None:
+    if reference is not None and any(interval is not None for interval in intervals or ()):
         base = bleu[reference]
         left.axvline(base, color="black", linestyle="--", linewidth=0.8)
         for y, interval in zip(positions, intervals):

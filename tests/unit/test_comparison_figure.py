@@ -51,6 +51,10 @@ def test_the_axis_lets_a_one_bleu_gap_show(tmp_path, monkeypatch):
     assert (high - low) < 15 and "axis from" in left.get_xlabel()
 
 
-def test_without_intervals_no_whiskers(tmp_path, monkeypatch):
-    left = _drawn(tmp_path, monkeypatch)
+@pytest.mark.parametrize("intervals", [None, [None] * len(LABELS)])
+def test_without_intervals_no_whiskers_and_no_legend_for_them(tmp_path, monkeypatch,
+                                                              intervals):
+    """No interval given, or one per row that is None (rows recorded without a paired
+    test): nothing drawn or titled as whiskers."""
+    left = _drawn(tmp_path, monkeypatch, intervals=intervals, reference=0)
     assert not left.lines and not left.get_title()
