@@ -114,8 +114,8 @@ def comparison_bars(labels: Sequence[str], bleu: Sequence[float],
     exactly-zero attention weights at each site (a bar per site; none where the model has
     no normaliser to count, n/a).
 
-    ``intervals[i]``, where given (not None), is the 95% interval (low, high) of model i's BLEU minus
-    model ``reference``'s on the same sentences (paired bootstrap): a whisker from the
+    ``intervals[i]``, where given (not None), is the 95% interval (low, high) of model i's
+    BLEU minus model ``reference``'s on the same sentences (paired bootstrap): a whisker from the
     reference's BLEU + low to its BLEU + high, around the bar's end, with the reference's
     BLEU as a dashed line, so a whisker that crosses the line is a gap the test sentences
     cannot resolve; with no interval at all, neither whiskers nor their legend are drawn.
