@@ -50,7 +50,8 @@ def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch
     assert "`scripts/zhao2019_explicit_sparse.sh`" in index
     assert "| [bench/speed.md](bench/speed.md) | Some benchmark |" in index
     assert "notes.md" not in index and "- commit:" in index
-    assert "| attention | BLEU test_2016_flickr | BLEU test_2017_flickr | REP | DROP |" in index
+    assert ("| attention | BLEU test_2016_flickr | BLEU test_2017_flickr | REP | DROP (forward) |"
+            in index)
     assert "| entmax15 | 35.50 | 30.25 | 1.50 | 4.00 | 1500 (converged) |" in index
     assert ("### multi30k_de_en (`multi30k/`)\n\nRun: [multi30k/README.md](multi30k/README.md)"
             in index)
