@@ -18,6 +18,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from tqdm import tqdm
 
 import sparse_attn_plugin
+from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.evaluation import GenerateOutput, read_generate_output
 
 #: fairseq's --user-dir: the plugin package's folder.
@@ -55,7 +56,7 @@ class TrainResult:
     log: Path
 
 
-class FairseqFailed(RuntimeError):
+class FairseqFailed(SparseAttnError, RuntimeError):
     """A fairseq command exited with an error; the message gives its last line and log."""
 
 

@@ -16,6 +16,8 @@ import shlex
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from sparse_attn_plugin.errors import SparseAttnError
+
 from .. import pipeline
 from .corpus import Corpus
 from .models import Architecture
@@ -38,7 +40,7 @@ ALWAYS = frozenset(("--arch", "--task", "--attn-fn", "--encoder-self-attn-fn",
                     "--model-overrides"))
 
 
-class FlagError(ValueError):
+class FlagError(SparseAttnError, ValueError):
     """Flags the comparison cannot pass on; the message says which and why."""
 
 
