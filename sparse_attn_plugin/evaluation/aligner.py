@@ -48,7 +48,7 @@ SYMMETRIZATIONS = ("grow-diag-final-and", "intersection", "union", "forward", "r
 #: (:data:`FERTILITY_SYMMETRIZATION`).
 ALIGN_SYMMETRIZATION = "grow-diag-final-and"
 #: The symmetrisation fertilities are counted on: it agrees best with gold fertilities
-#: (``tests/test_aligner.py``).
+#: (``tests/unit/test_aligner.py``).
 FERTILITY_SYMMETRIZATION = "forward"
 MANIFEST = "manifest.json"
 FORMAT = "sparse-attn-aligner"
