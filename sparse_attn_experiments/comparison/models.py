@@ -15,7 +15,7 @@ attention per row, every other setting shared.
 """
 
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -84,23 +84,28 @@ def transformer_size(layers: int, dim: int, ffn: int) -> Tuple[str, ...]:
             "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn))
 
 
+def _transformer(max_tokens: int, size: Tuple[int, int, int], dropout: str,
+                 weight_decay: Optional[str], lr: str, warmup: int) -> Tuple[str, ...]:
+    """The flags of a :data:`_TRANSFORMER` of ``size`` (layers, dim, ffn) trained with
+    ``max_tokens`` a batch, ``dropout``, ``weight_decay`` (None: fairseq's 0) and Adam at
+    ``lr`` after ``warmup`` warm-up updates."""
+    return (*_TRANSFORMER, "--max-tokens", str(max_tokens), *transformer_size(*size),
+            "--dropout", dropout, *(("--weight-decay", weight_decay) if weight_decay else ()),
+            "--lr", lr, "--warmup-updates", str(warmup))
+
+
 ARCHITECTURES = {
     "tiny": Architecture(
-        (*_TRANSFORMER, "--max-tokens", "1024", *transformer_size(2, 64, 256), "--dropout", "0.1",
-         "--lr", "3e-3", "--warmup-updates", "100"), TRANSFORMER_ROWS,
+        _transformer(1024, (2, 64, 256), "0.1", None, "3e-3", 100), TRANSFORMER_ROWS,
         "a 2+2-layer transformer, 64-dim, 4 heads, Adam at 3e-3 (inverse square root "
         "after 100 warm-up updates), label smoothing 0.1, batches of 1024 tokens"),
     "small": Architecture(
-        (*_TRANSFORMER, "--max-tokens", "4096", *transformer_size(3, 128, 512), "--dropout", "0.3",
-         "--weight-decay", "0.0001", "--lr", "1e-3", "--warmup-updates", "400"),
-        TRANSFORMER_ROWS,
+        _transformer(4096, (3, 128, 512), "0.3", "0.0001", "1e-3", 400), TRANSFORMER_ROWS,
         "a 3+3-layer transformer, 128-dim, 4 heads, 512-dim feed-forward, dropout 0.3, "
         "Adam at 1e-3 (inverse square root after 400 warm-up updates), weight decay "
         "1e-4, label smoothing 0.1, batches of 4096 tokens"),
     "paper": Architecture(
-        (*_TRANSFORMER, "--max-tokens", "4096", *transformer_size(6, 512, 1024), "--dropout", "0.3",
-         "--weight-decay", "0.0001", "--lr", "5e-4", "--warmup-updates", "4000"),
-        TRANSFORMER_ROWS,
+        _transformer(4096, (6, 512, 1024), "0.3", "0.0001", "5e-4", 4000), TRANSFORMER_ROWS,
         "fairseq's transformer_iwslt_de_en (6+6 layers, 512-dim, 4 heads, 1024-dim "
         "feed-forward) with fairseq's IWSLT14 De-En recipe: dropout 0.3, Adam at 5e-4 "
         "(inverse square root after 4000 warm-up updates), weight decay 1e-4, label "
