@@ -10,21 +10,26 @@ Machine Translation", bound the attention each source word may receive. Given sc
                      : p_j = max(0, min(u_j, z_j - tau)), tau such that sum p = 1
 
 (csoftmax is Martins & Kreutzer 2017; csparsemax is new in Malaviya et al. 2018).
-csoftmax is dense below its bounds; csparsemax can also give exact zeros.
+csoftmax is dense below its bounds; csparsemax can also give exact zeros. Both are
+invariant to adding a constant to a row's scores: each row's maximum over its unmasked
+keys is taken out first, so the error does not grow with the scores' size.
 
 Algorithms (vectorised, no loop over rows):
 
 * csoftmax: the saturated set ``S = {i: p_i = u_i}`` is a prefix of the keys sorted by
   ``z_i - log u_i`` descending. One sort, a prefix sum of ``u`` and a suffix
-  log-sum-exp of ``z`` find the longest prefix of keys whose share
-  ``(1 - sum of u before it) exp(z_i) / (sum of exp(z) from it on)`` reaches ``u_i``
-  (compared in log space, so no ``exp`` underflows); then the free keys get
+  log-sum-exp ``L_i`` of ``z`` find the longest prefix of keys whose share
+  ``(1 - sum of u before it) exp(z_i - L_i)`` reaches ``u_i`` (compared in log space,
+  ``z_i - L_i`` first, so that neither an underflowing ``exp`` nor a large ``z_i``
+  hides ``log u_i``); then the free keys get
   ``p_i = (1 - sum_S u) softmax(z over the free keys)_i``.
 * csparsemax: ``sum_j clip(z_j - tau, 0, u_j)`` is piecewise linear in tau with
-  breakpoints ``z_j`` and ``z_j - u_j``. One sort of the ``2n`` breakpoints and prefix
-  sums give its value at each breakpoint, hence the linear piece where it crosses 1;
-  tau is then solved exactly on the free set ``A = {0 < p < u}`` and upper set
-  ``R = {p = u}`` found: ``tau = (sum_A z + sum_R u - 1) / |A|``.
+  breakpoints ``z_j`` and ``z_j - u_j``. One stable sort of the ``2n`` breakpoints and a
+  prefix sum of slope x gap (the gap between a key's two breakpoints is ``u_j`` itself,
+  not a difference of large numbers) give its value at each breakpoint, hence the
+  breakpoints above tau: the free set ``A = {0 < p < u}`` and upper set ``R = {p = u}``.
+  tau is solved on them relative to the top free score ``r``:
+  ``tau - r = (sum_A (z - r) + sum_R u - 1) / |A|``.
 
 Gradients (closed form, for both ``z`` and ``u``; ``g`` is the upstream gradient):
 
@@ -33,20 +38,33 @@ Gradients (closed form, for both ``z`` and ``u``; ``g`` is the upstream gradient
 * csparsemax, with ``m = mean_{j in A} g_j``:
   ``dz_j = [j in A] (g_j - m)``, ``du_j = [j in R] (g_j - m)``;
 
-with ``m = 0`` when there is no free key.
+with ``m = 0`` when there is no free key. The backward passes are written in torch
+operations on the saved weights ``p`` and on ``g``, so they are differentiable again:
+second derivatives (double backward, ``torch.autograd.functional.jvp``/``hvp``) are
+exact away from the kinks where a key changes set (csparsemax's are 0 there: it is
+piecewise linear).
 
-Masks and special bounds: masked keys have score ``-inf`` and get weight 0 whatever
-their bound; a bound of 0 gives weight 0; a bound of ``+inf`` (the ``<SINK>`` token,
-unbounded fertility) is never reached and gets gradient 0. Rows whose keys are all
-masked give all-zero weights and zero gradients. Half precision is computed in
-float32 and returned in float32, as :func:`.base.guarded` does.
+Special inputs, row by row (a row is the keys of one query):
+
+* a masked key (score ``-inf``) gets weight 0 and gradient 0 whatever its bound (a
+  NaN or negative bound on it is ignored); a row whose keys are all masked gets all-zero
+  weights and zero gradients;
+* a bound of 0 gives weight 0; a bound of ``+inf`` (the ``<SINK>`` token, unbounded
+  fertility) is never reached and gets gradient 0;
+* a NaN or ``+inf`` score, or a NaN or negative (``-inf`` too) bound on an unmasked key,
+  makes the whole row NaN, weights and gradients (as ``torch.softmax`` does for
+  non-finite scores, so fp16 loss scalers see it); other rows are unaffected;
+* scores must be floating point (else TypeError); half precision is computed in float32
+  and returned in float32, as :func:`.base.guarded` does; an empty last dimension gives
+  an empty result.
 
 Feasibility: weights ``0 <= p <= u`` summing to 1 exist iff the bounds are
-non-negative and sum to at least 1 over the unmasked keys. With ``check=True`` an
-infeasible row raises :class:`InfeasibleBounds` (the check reads a value back, which
-stalls a GPU stream). Without it, an infeasible row (bounds summing to 1 or less) is
-clamped: every key is saturated, so the weights equal the bounds and sum to less
-than 1, with gradients from the formulas above (``dz = 0``, ``du = g``).
+non-negative and sum to at least 1 over the unmasked keys. With ``check=True`` a row
+with a NaN or negative bound on an unmasked key, or whose bounds sum to less than 1,
+raises :class:`InfeasibleBounds` (the check reads a value back, which stalls a GPU
+stream). Without it, a row whose bounds sum to 1 or less is clamped: every key is
+saturated, so the weights equal the bounds and sum to at most 1, with gradients from the
+formulas above (``dz = 0``, ``du = g``).
 
 The bounds are computed by the caller, not here: at decoder step t they are
 ``u_t = max(0, f - beta_{t-1})`` for fertilities ``f`` and cumulative attention
@@ -60,7 +78,6 @@ from abc import ABC, abstractmethod
 import torch
 from torch import Tensor, nn
 from torch.autograd import Function
-from torch.autograd.function import once_differentiable
 
 from ..errors import SparseAttnError
 
@@ -68,13 +85,21 @@ from ..errors import SparseAttnError
 #: bounds ``f - beta`` from float32 cumulative attention rarely sum to exactly 1).
 FEASIBILITY_TOL = 1e-6
 
+#: Score dtypes accepted (the first two are computed in float32).
+FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
 
 class InfeasibleBounds(SparseAttnError, ValueError):
     """Upper bounds under which no attention weights can sum to 1."""
 
 
-def _prepare(scores: Tensor, upper: Tensor):
-    """Broadcast to one shape and compute in float32 or wider."""
+def _prepare(name: str, scores: Tensor, upper: Tensor):
+    """Check the dtypes, broadcast to one shape and compute in float32 or wider."""
+    if scores.dtype not in FLOATING:
+        raise TypeError(f"{name} needs floating-point scores (float16, bfloat16, float32 or "
+                        f"float64), got {scores.dtype}")
+    if upper.is_complex():
+        raise TypeError(f"{name} needs real upper bounds, got {upper.dtype}")
     dtype = torch.promote_types(scores.dtype, upper.dtype)
     if dtype in (torch.float16, torch.bfloat16):
         dtype = torch.float32
@@ -82,20 +107,42 @@ def _prepare(scores: Tensor, upper: Tensor):
     return scores, upper
 
 
-def _check_feasible(valid: Tensor, upper: Tensor, total: Tensor) -> None:
-    """Raise InfeasibleBounds if a row with unmasked keys cannot reach sum 1."""
-    nonempty = valid.any(-1, keepdim=True)
-    negative = valid & (upper < 0)
-    if bool(negative.any()):
+def _first(mask: Tensor) -> str:
+    """Index of the first True entry of ``mask``, as a tuple."""
+    return str(tuple(mask.nonzero()[0].tolist()))
+
+
+def _check_feasible(valid: Tensor, upper: Tensor) -> None:
+    """Raise InfeasibleBounds if a row with unmasked keys has a NaN or negative bound on
+    one of them or cannot reach sum 1."""
+    outside = valid & ~(upper >= 0)
+    if bool(outside.any()):
         raise InfeasibleBounds(
-            f"attention upper bounds must be >= 0: {int(negative.sum())} unmasked keys "
-            f"have negative bounds (smallest {upper[negative].min().item():.4g})")
+            f"attention upper bounds must be >= 0 (and not NaN): {int(outside.sum())} "
+            f"unmasked keys have NaN or negative bounds, the first at index "
+            f"{_first(outside)} ({upper[outside][0].item():.4g})")
+    nonempty = valid.any(-1, keepdim=True)
+    total = _bound_total(valid, upper)
     bad = nonempty & (total < 1.0 - FEASIBILITY_TOL)
     if bool(bad.any()):
         raise InfeasibleBounds(
             f"infeasible attention upper bounds: in {int(bad.sum())} of {nonempty.numel()} "
             f"rows they sum to less than 1 over the unmasked keys (smallest sum "
-            f"{total[bad].min().item():.6g}), so no weights p <= u can sum to 1")
+            f"{total[bad].min().item():.6g}, first row at index {_first(bad[..., 0])}), so "
+            f"no weights p <= u can sum to 1")
+
+
+def _domain(scores: Tensor, upper: Tensor, check: bool):
+    """Rows to return as NaN (a NaN or +inf score, a NaN or negative bound on an unmasked
+    key), ``(..., 1)``, and the inputs the solvers take: those rows zeroed with no bounds,
+    masked keys' bounds +inf (ignored)."""
+    valid = ~torch.isneginf(scores)
+    if check:
+        _check_feasible(valid, upper)
+    bad = torch.isnan(scores) | torch.isposinf(scores) | ~(upper >= 0)
+    broken = (valid & bad).any(-1, keepdim=True)
+    return (broken, scores.masked_fill(broken, 0.0),
+            upper.masked_fill(broken | ~valid, math.inf))
 
 
 def _bound_total(valid: Tensor, upper: Tensor) -> Tensor:
@@ -113,127 +160,137 @@ def _tight(total: Tensor) -> Tensor:
     return total <= 1 + 64 * torch.finfo(total.dtype).eps
 
 
+def _less_row_max(scores: Tensor) -> Tensor:
+    """Scores less their row's maximum over the unmasked keys (rows all masked as they
+    are): the weights do not change, the rounding no longer grows with the scores."""
+    top = scores.amax(-1, keepdim=True)
+    return scores - top.masked_fill(torch.isneginf(top), 0.0)
+
+
+def _zero_beside(keep: Tensor, values: Tensor, probs: Tensor) -> Tensor:
+    """``values`` where ``keep``, else 0; NaN where ``probs`` is (NaN rows). Taking the 0
+    as ``0 * probs`` keeps it on the graph under ``create_graph=True``; its derivative, 0,
+    is the true one (the sets are constant between kinks)."""
+    return torch.where(keep, values, probs * 0)
+
+
+def _solve_csoftmax(scores: Tensor, upper: Tensor):
+    """Weights and saturated set of csoftmax for finite or ``-inf`` scores and bounds
+    ``>= 0`` (``+inf`` on masked keys)."""
+    valid = scores > float("-inf")
+    z = _less_row_max(scores)
+    log_u = torch.log(upper)
+    # Saturation order: z - log u descending; +inf for u = 0, -inf (never saturated)
+    # for u = +inf and for masked keys.
+    order = (z - log_u).sort(dim=-1, descending=True).indices
+    z_sorted, u_sorted = z.gather(-1, order), upper.gather(-1, order)
+    # Key j (in this order) saturates, given the keys before it did, iff its softmax
+    # share of the mass they leave reaches its bound:
+    #   (1 - sum_{k<j} u_k) exp(z_j - L_j) >= u_j,  L_j = log sum_{k>=j} exp(z_k),
+    # tested in log space so that exp(z) may underflow (scores far below the top key,
+    # which is often the one saturated). Only the leading run of saturations counts,
+    # so the inf / NaN that +inf bounds and masked keys bring after it do no harm.
+    before = u_sorted.cumsum(-1) - u_sorted
+    from_here = z_sorted.flip(-1).logcumsumexp(-1).flip(-1)
+    reaches = (z_sorted - from_here) + torch.log1p(-before) >= log_u.gather(-1, order)
+    prefix = (~reaches).cumsum(-1) == 0
+    saturated = torch.zeros_like(valid).scatter(-1, order, prefix)
+    # A row whose bounds sum to <= 1 has every key saturated (clamped if < 1).
+    saturated = torch.where(_tight(_bound_total(valid, upper)), valid, saturated)
+    # The free keys share what the saturated ones leave, in proportion to exp(z).
+    rest = (1 - upper.masked_fill(~saturated, 0.0).sum(-1, keepdim=True)).clamp_min(0)
+    free_scores = z.masked_fill(saturated, float("-inf"))
+    norm = torch.logsumexp(free_scores, -1, keepdim=True)
+    norm = norm.masked_fill(torch.isneginf(norm), 0.0)
+    shares = torch.minimum(rest * torch.exp(free_scores - norm), upper)
+    return torch.where(saturated, upper, shares), saturated
+
+
+def _solve_csparsemax(scores: Tensor, upper: Tensor):
+    """Weights, free set and upper set of csparsemax for finite or ``-inf`` scores and
+    bounds ``>= 0`` (``+inf`` on masked keys)."""
+    valid = scores > float("-inf")
+    bounded = valid & torch.isfinite(upper)
+    z = _less_row_max(scores)
+    n = z.size(-1)
+    # Breakpoint z_j - offset: as tau falls past z_j (offset 0) key j turns free
+    # (slope +1); past z_j - u_j (offset u_j) it hits its bound (slope -1). Masked keys
+    # and +inf bounds give -inf. Ties keep the first breakpoint first (stable sort).
+    source = torch.cat([z, z.masked_fill(~bounded, float("-inf"))], -1)
+    offset = torch.cat([torch.zeros_like(z), upper.masked_fill(~bounded, 0.0)], -1)
+    order = (source - offset).sort(dim=-1, descending=True, stable=True).indices
+    source, offset = source.gather(-1, order), offset.gather(-1, order)
+    slope = torch.cat([valid.to(z.dtype), -bounded.to(z.dtype)], -1).gather(-1, order).cumsum(-1)
+    # sum_j p_j(tau) at each breakpoint, from 0 at the top one by slope x gap (NaN or
+    # +inf past the last finite breakpoint).
+    gap = (source[..., :-1] - source[..., 1:]) - (offset[..., :-1] - offset[..., 1:])
+    mass = torch.cat([torch.zeros_like(z[..., :1]), (slope[..., :-1] * gap).cumsum(-1)], -1)
+    last = (mass <= 1).sum(-1, keepdim=True) - 1
+    passed = torch.arange(2 * n, device=z.device) <= last
+    passed = torch.zeros_like(passed).scatter(-1, order, passed)
+    at_upper, free = passed[..., n:] & bounded, passed[..., :n] & valid
+    # A row whose bounds sum to <= 1 has every key at its bound (clamped if < 1).
+    tight = _tight(_bound_total(valid, upper))
+    at_upper = torch.where(tight, valid, at_upper)
+    free = free & ~at_upper & ~tight
+    # tau = top + t, solved exactly on the sets: its rounding does not grow with z.
+    top = z.masked_fill(~free, float("-inf")).amax(-1, keepdim=True)
+    below_top = (z - top.masked_fill(torch.isneginf(top), 0.0)).masked_fill(~free, 0.0)
+    t = ((below_top.sum(-1, keepdim=True) + upper.masked_fill(~at_upper, 0.0).sum(
+        -1, keepdim=True) - 1) / free.sum(-1, keepdim=True).clamp_min(1))
+    inside = torch.minimum((below_top - t).clamp_min(0), upper).masked_fill(~free, 0.0)
+    return torch.where(at_upper, upper, inside), free, at_upper
+
+
 class _CSoftmax(Function):
     @staticmethod
     def forward(ctx, scores, upper, check):
-        zero = torch.zeros_like(scores)
-        valid = scores > float("-inf")
-        total = _bound_total(valid, upper)
-        if check:
-            _check_feasible(valid, upper, total)
-        # Saturation order: z - log u descending; +inf for u <= 0, -inf (never
-        # saturated) for u = +inf and for masked keys (NaN when also u = 0).
-        key = (scores - torch.log(upper.clamp_min(0))).nan_to_num_(nan=float("-inf"))
-        key, order = key.sort(-1, descending=True)
-        u_sorted = upper.gather(-1, order)
-        # Key j (in this order) saturates, given the keys before it did, iff its softmax
-        # share of the mass they leave reaches its bound:
-        #   (1 - sum_{k<j} u_k) exp(z_j) / sum_{k>=j} exp(z_k) >= u_j,
-        # tested in log space so that exp(z) may underflow (scores far below the top
-        # key, which is often the one saturated). Only the leading run of saturations
-        # counts, so the inf / NaN that +inf bounds bring into the sums after the run
-        # (where the key is -inf) do no harm.
-        before = u_sorted.cumsum(-1) - u_sorted
-        from_here = scores.gather(-1, order).flip(-1).logcumsumexp(-1).flip(-1)
-        reaches = (key > float("-inf")) & (key + torch.log1p(-before) >= from_here)
-        prefix = (~reaches).cumsum(-1) == 0
-        saturated = torch.zeros_like(valid).scatter(-1, order, prefix)
-        # A row whose bounds sum to <= 1 has every key saturated (clamped if < 1).
-        saturated = torch.where(_tight(total), valid, saturated)
-        # The free keys share what the saturated ones leave, in proportion to exp(z).
-        rest = (1 - upper.masked_fill(~saturated, 0.0).sum(-1, keepdim=True)).clamp_min(0)
-        free_scores = scores.masked_fill(saturated, float("-inf"))
-        norm = torch.logsumexp(free_scores, -1, keepdim=True)
-        norm = torch.where(torch.isfinite(norm), norm, torch.zeros_like(norm))
-        probs = torch.where(saturated, upper, torch.minimum(rest * torch.exp(free_scores - norm),
-                                                            upper))
-        probs = torch.where(valid, probs, zero)
+        broken, scores, upper = _domain(scores, upper, check)
+        probs, saturated = _solve_csoftmax(scores, upper)
+        probs.masked_fill_(broken, math.nan)
         ctx.save_for_backward(probs, saturated)
         return probs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad):
         probs, saturated = ctx.saved_tensors
         free = probs.masked_fill(saturated, 0.0)
         mass = free.sum(-1, keepdim=True)                            # = 1 - s
-        weighted = (free * grad).sum(-1, keepdim=True)
-        m = torch.where(mass > 0, weighted / mass.clamp_min(torch.finfo(mass.dtype).tiny),
-                        torch.zeros_like(mass))
+        empty = mass == 0
+        m = ((free * grad).sum(-1, keepdim=True) / mass.masked_fill(empty, 1.0)).masked_fill(
+            empty, 0.0)
         centred = grad - m
         d_scores = free * centred if ctx.needs_input_grad[0] else None
-        d_upper = centred.masked_fill(~saturated, 0.0) if ctx.needs_input_grad[1] else None
+        d_upper = _zero_beside(saturated, centred, probs) if ctx.needs_input_grad[1] else None
         return d_scores, d_upper, None
 
 
 class _CSparsemax(Function):
     @staticmethod
     def forward(ctx, scores, upper, check):
-        zero = torch.zeros_like(scores)
-        neg_inf = torch.full_like(zero, float("-inf"))
-        valid = scores > float("-inf")
-        total = _bound_total(valid, upper)
-        if check:
-            _check_feasible(valid, upper, total)
-        bounded = valid & torch.isfinite(upper)
-        z = torch.where(valid, scores, zero)
-        u = torch.where(bounded, upper, zero)
-        # As tau falls past z_j, key j turns free (slope +1); past z_j - u_j it hits its
-        # bound (slope -1, constant +u_j). Masked keys and +inf bounds add no breakpoint.
-        points = torch.cat([torch.where(valid, z, neg_inf),
-                            torch.where(bounded, z - u, neg_inf)], -1)
-        d_count = torch.cat([valid.to(z.dtype), -bounded.to(z.dtype)], -1)
-        d_const = torch.cat([z, u - torch.where(bounded, z, zero)], -1)
-        points, order = points.sort(-1, descending=True)
-        # Below breakpoint k, sum_j p_j(tau) = const_k - count_k tau: the free keys
-        # give z_j - tau, the keys at their bound u_j.
-        count = d_count.gather(-1, order).cumsum(-1)
-        const = d_const.gather(-1, order).cumsum(-1)
-        # sum_j p_j(tau) at each breakpoint (NaN or +inf past the last finite one).
-        mass = const - count * points
-        last = ((mass <= 1).sum(-1, keepdim=True) - 1).clamp_min(0)
-        tau = (const.gather(-1, last) - 1) / count.gather(-1, last).clamp_min(1)
-        # tau lies between breakpoint ``last`` and the next; clamping keeps it there when
-        # the segment is flat (every key at 0 or its bound, mass exactly 1: any tau on it
-        # gives the same weights, but the formula above would not land on it).
-        below = points.gather(-1, (last + 1).clamp_max(points.size(-1) - 1))
-        below = torch.where(last + 1 < points.size(-1), below, torch.full_like(below, -math.inf))
-        tau = torch.minimum(torch.maximum(tau, below), points.gather(-1, last))
-        # Exact solve of tau on the sets this tau gives (removes the prefix sums' rounding).
-        free, upper_set = _sets(scores - tau, upper, valid)
-        n_free = free.sum(-1, keepdim=True)
-        exact = (torch.where(free, z, zero).sum(-1, keepdim=True)
-                 + torch.where(upper_set, u, zero).sum(-1, keepdim=True) - 1)
-        tau = torch.where(n_free > 0, exact / n_free.clamp_min(1), tau)
-        shifted = scores - tau
-        probs = torch.minimum(shifted.clamp_min(0), upper)
-        free, upper_set = _sets(shifted, upper, valid)
-        # A row whose bounds sum to <= 1 has every key at its bound (clamped if < 1).
-        tight = _tight(total)
-        probs = torch.where(tight, u, probs)
-        probs = torch.where(valid, probs, zero)
-        free = free & ~tight
-        upper_set = torch.where(tight, valid, upper_set)
-        ctx.save_for_backward(free, upper_set)
+        broken, scores, upper = _domain(scores, upper, check)
+        probs, free, at_upper = _solve_csparsemax(scores, upper)
+        probs.masked_fill_(broken, math.nan)
+        ctx.save_for_backward(probs, free & ~broken, at_upper & ~broken)
         return probs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad):
-        free, upper_set = ctx.saved_tensors
-        n_free = free.sum(-1, keepdim=True)
-        m = grad.masked_fill(~free, 0.0).sum(-1, keepdim=True) / n_free.clamp_min(1)
-        centred = grad - m                                           # m = 0 if A is empty
-        d_scores = centred.masked_fill(~free, 0.0) if ctx.needs_input_grad[0] else None
-        d_upper = centred.masked_fill(~upper_set, 0.0) if ctx.needs_input_grad[1] else None
+        probs, free, at_upper = ctx.saved_tensors
+        n_free = free.sum(-1, keepdim=True).clamp_min(1)
+        centred = grad - grad.masked_fill(~free, 0.0).sum(-1, keepdim=True) / n_free
+        d_scores = _zero_beside(free, centred, probs) if ctx.needs_input_grad[0] else None
+        d_upper = _zero_beside(at_upper, centred, probs) if ctx.needs_input_grad[1] else None
         return d_scores, d_upper, None
 
 
-def _sets(shifted: Tensor, upper: Tensor, valid: Tensor):
-    """Free set ``0 < z - tau < u`` and upper set ``z - tau >= u`` of csparsemax."""
-    free = valid & (shifted > 0) & (shifted < upper)
-    at_upper = valid & torch.isfinite(upper) & (shifted >= upper)
-    return free, at_upper
+def _normalize(function, name: str, scores: Tensor, upper: Tensor, check: bool) -> Tensor:
+    """``function`` on the prepared inputs; no keys give empty weights, as in torch.softmax
+    (the product keeps both inputs on the graph)."""
+    scores, upper = _prepare(name, scores, upper)
+    if scores.size(-1) == 0:
+        return scores * upper
+    return function.apply(scores, upper, check)
 
 
 def csoftmax(scores: Tensor, upper: Tensor, check: bool = False) -> Tensor:
@@ -242,15 +299,16 @@ def csoftmax(scores: Tensor, upper: Tensor, check: bool = False) -> Tensor:
     ``p_i = min(u_i, c exp(z_i))``.
 
     Args:
-        scores: ``(..., S)``, ``-inf`` on masked keys.
+        scores: ``(..., S)``, floating point, ``-inf`` on masked keys.
         upper: bounds ``u >= 0`` (``+inf`` allowed), broadcastable to ``scores``.
-        check: raise :class:`InfeasibleBounds` on a row whose bounds sum to < 1.
+        check: raise :class:`InfeasibleBounds` on a row whose bounds are NaN or negative
+            on an unmasked key, or sum to < 1.
 
     Returns:
-        Weights of the broadcast shape, float32 for half-precision inputs.
+        Weights of the broadcast shape, float32 for half-precision inputs; NaN rows where
+        a score is NaN or +inf or a bound is NaN or negative (see the module docstring).
     """
-    scores, upper = _prepare(scores, upper)
-    return _CSoftmax.apply(scores, upper, check)
+    return _normalize(_CSoftmax, "csoftmax", scores, upper, check)
 
 
 def csparsemax(scores: Tensor, upper: Tensor, check: bool = False) -> Tensor:
@@ -260,8 +318,7 @@ def csparsemax(scores: Tensor, upper: Tensor, check: bool = False) -> Tensor:
 
     Args, returns: as :func:`csoftmax`.
     """
-    scores, upper = _prepare(scores, upper)
-    return _CSparsemax.apply(scores, upper, check)
+    return _normalize(_CSparsemax, "csparsemax", scores, upper, check)
 
 
 class ConstrainedNormalizer(nn.Module, ABC):
