@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Iterable, Iterator, List, Sequence
+from typing import Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from .errors import SparseAttnError
 
@@ -23,6 +23,41 @@ TMP_MARK = ".tmp-"
 
 class InputError(SparseAttnError, ValueError):
     """A text file that cannot be read; the message is one line naming it."""
+
+
+class OutputError(SparseAttnError, OSError):
+    """An output that cannot, or must not, be written; the message is one line naming
+    it as the user gave it (never its temporary name)."""
+
+
+def check_outputs(outputs: Mapping[str, Optional[os.PathLike]],
+                  inputs: Mapping[str, Optional[os.PathLike]]) -> None:
+    """Refuse, before any work, outputs (``{flag: path}``; None: not asked for) that would
+    fail or destroy something: a folder that does not exist (it is not created: a typo
+    would hide the output) or is not one, a path that is a folder, one of the ``inputs``
+    (``{flag: path}``), or another output. :class:`OutputError`, one line naming the flag
+    and the path."""
+    given = [(flag, Path(path)) for flag, path in outputs.items() if path is not None]
+    sources = [(flag, Path(path)) for flag, path in inputs.items() if path is not None]
+    for k, (flag, path) in enumerate(given):
+        parent = path.parent
+        if not parent.exists():
+            raise OutputError(f"{flag} {path}: no such folder {parent} (create it first)")
+        if not parent.is_dir():
+            raise OutputError(f"{flag} {path}: {parent} is not a folder")
+        if path.is_dir():
+            raise OutputError(f"{flag} {path}: is a folder")
+        for other, used in sources + given[:k]:
+            if _same_file(path, used):
+                raise OutputError(f"{flag} {path}: the same file as {other}: choose "
+                                  "another name")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (by links too), existing or not."""
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
 
 
 def temporary(path) -> Path:
@@ -56,7 +91,9 @@ def remove_leftovers_of(path) -> None:
 def atomic_outputs(paths: Sequence) -> Iterator[List[Path]]:
     """Yield temporary names for ``paths`` (files or folders the block creates); rename
     them all into place, replacing what was there, if the block finishes; remove them if
-    it raises. Parent folders are created."""
+    it raises. Parent folders are created (:func:`check_outputs` refuses missing ones
+    first where a user names the outputs); an OSError on a temporary name is an
+    :class:`OutputError` naming the destination."""
     paths = [Path(p) for p in paths]
     tmps = [temporary(p) for p in paths]
     for tmp in tmps:
@@ -64,14 +101,13 @@ def atomic_outputs(paths: Sequence) -> Iterator[List[Path]]:
         _remove(tmp)  # a leftover of a process that had this id
     try:
         yield tmps
-    except BaseException:
+    except BaseException as err:
         for tmp in tmps:
             _remove(tmp)
+        _raise_naming_the_destination(err, tmps, paths)
         raise
-    missing = [str(path) for tmp, path in zip(tmps, paths) if not tmp.exists()]
-    if missing:
-        raise RuntimeError(f"{', '.join(missing)}: not written by the block meant to write it")
     try:
+        _check_renames(tmps, paths)
         for tmp, path in zip(tmps, paths):
             if tmp.is_dir() and path.is_dir():  # a folder cannot be renamed over another
                 old = temporary(path.with_name(path.name + ".old"))
@@ -80,9 +116,34 @@ def atomic_outputs(paths: Sequence) -> Iterator[List[Path]]:
                 _remove(old)
             else:
                 os.replace(tmp, path)
+    except OSError as err:
+        _raise_naming_the_destination(err, tmps, paths)
+        raise
     finally:  # a rename that failed leaves no temporary behind
         for tmp in tmps:
             _remove(tmp)
+
+
+def _check_renames(tmps: List[Path], paths: List[Path]) -> None:
+    """Refuse before the first rename what would stop a later one: a temporary name the
+    block did not write, a file to put where a folder is."""
+    missing = [str(path) for tmp, path in zip(tmps, paths) if not tmp.exists()]
+    if missing:
+        raise RuntimeError(f"{', '.join(missing)}: not written by the block meant to write it")
+    for tmp, path in zip(tmps, paths):
+        if path.is_dir() and not tmp.is_dir():
+            raise OutputError(f"{path}: is a folder")
+
+
+def _raise_naming_the_destination(err: BaseException, tmps: List[Path],
+                                  paths: List[Path]) -> None:
+    """Raise an :class:`OutputError` naming the destination where ``err`` is an OSError
+    about a temporary name (or a file under a temporary folder): the user never gave it."""
+    names = [getattr(err, "filename", None), getattr(err, "filename2", None)]
+    named = [Path(name) for name in names if isinstance(name, (str, os.PathLike))]
+    for tmp, path in zip(tmps, paths):
+        if any(name == tmp or tmp in name.parents for name in named):
+            raise OutputError(f"{path}: cannot write ({err.strerror or err})") from err
 
 
 @contextlib.contextmanager
@@ -92,10 +153,16 @@ def atomic_path(path) -> Iterator[Path]:
         yield tmp
 
 
+def write_texts_atomic(texts: Mapping[os.PathLike, str]) -> None:
+    """Write each ``{path: text}`` (UTF-8) all-or-nothing, all of them or none."""
+    with atomic_outputs(list(texts)) as tmps:
+        for tmp, text in zip(tmps, texts.values()):
+            tmp.write_text(text, encoding="utf-8")
+
+
 def write_text_atomic(path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` all-or-nothing."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    write_texts_atomic({path: text})
     return Path(path)
 
 
@@ -123,11 +190,12 @@ def split_lines(text: str) -> List[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def read_lines(path, nonempty: bool = False) -> List[str]:
+def read_lines(path, nonempty: bool = False, blank: bool = False) -> List[str]:
     """The lines of a UTF-8 text file without their newlines (:func:`split_lines`; a
     leading byte-order mark is not text and is dropped: Stanford's IWSLT15 tst2013 files
     start with one). :class:`InputError` naming the file when it is missing, unreadable
-    or not UTF-8 (with the line), or, with ``nonempty``, holds no text."""
+    or not UTF-8 (with the line), or, with ``nonempty``, holds no line or (unless
+    ``blank``: translations may be empty) only blank ones."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -135,18 +203,23 @@ def read_lines(path, nonempty: bool = False) -> List[str]:
         raise InputError(f"{path}: no such file") from None
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror})") from None
-    return decode_lines(data, str(path), nonempty)
+    return decode_lines(data, str(path), nonempty, blank)
 
 
-def decode_lines(data: bytes, name: str, nonempty: bool = False) -> List[str]:
+def decode_lines(data: bytes, name: str, nonempty: bool = False,
+                 blank: bool = False) -> List[str]:
     """The lines of UTF-8 ``data`` read from ``name`` (a file, or ``<stdin>``) as
     :func:`read_lines` reads a file's; :class:`InputError` naming it and the line that is
-    not UTF-8, or, with ``nonempty``, saying it holds no text."""
+    not UTF-8, or, with ``nonempty``, saying it holds no line or (unless ``blank``) only
+    blank ones."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = err.object.count(b"\n", 0, err.start) + 1
         raise InputError(f"{name}: line {line} is not UTF-8 ({err.reason})") from None
-    if nonempty and not text.strip():
+    lines = split_lines(text)
+    if nonempty and not lines:
         raise InputError(f"{name}: file is empty")
-    return split_lines(text)
+    if nonempty and not blank and not text.strip():
+        raise InputError(f"{name}: holds only blank lines ({len(lines)})")
+    return lines
