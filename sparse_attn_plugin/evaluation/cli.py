@@ -5,9 +5,10 @@
     sparse-attn-score --generate-output gen.out --remove-bpe subword_nmt --json scores.json
     sparse-attn-score --hyp sparse.txt --ref ref.txt --baseline softmax.txt  # paired test
 
-Every input is read and checked before anything is scored or written: a missing,
-empty or non-UTF-8 file, or files whose line counts differ, stop with one line
-naming the files, and no output file is created.
+Every input and output is checked before anything is scored or written: a missing,
+empty or non-UTF-8 file, files whose line counts differ, fairseq output with a sentence
+or a reference missing, an output in a folder that does not exist or over an input,
+stop with one line naming the file, and no output file is created or replaced.
 """
 
 import argparse
@@ -17,12 +18,14 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import List, NamedTuple, Optional
 
+from sacrebleu.metrics import BLEU
+
 from ..command_line import CommandParser
-from ..files import InputError, read_lines, write_text_atomic
+from ..files import InputError, check_outputs, read_lines, write_texts_atomic
 from . import scoring
 from .aligner import MANIFEST, SYMMETRIZATIONS, Aligner
 from .drop import DROP_SYMMETRIZATION, PUBLISHED_SYMMETRIZATION
-from .generate_output import read_generate_output
+from .generate_output import ESCAPED_UNK, GenerateOutput, read_generate_output
 from .meteor import Meteor
 from .scoring import METRICS, metric_names
 from .significance import RESAMPLES, paired_bootstrap
@@ -32,47 +35,96 @@ from .text import remove_bpe
 #: hypotheses and references.
 DEFAULT_METRICS = ("BLEU", "chrF", "REP")
 
+#: ``--tokenize``'s choices: sacreBLEU's tokenizers.
+TOKENIZERS = tuple(BLEU.TOKENIZERS)
+
 
 class Inputs(NamedTuple):
     """What is scored, de-BPE'd and equal in length: the system's hypotheses, the
-    references, the sources (or None) and a baseline's hypotheses (or None)."""
+    references, the sources (or None) and a baseline's hypotheses (or None); and the
+    warnings to print before scoring."""
 
     hypotheses: List[str]
     references: List[str]
     sources: Optional[List[str]]
     baseline: Optional[List[str]]
+    warnings: List[str]
 
 
-def _baseline(args, references) -> Optional[List[str]]:
-    """``--baseline``'s hypotheses, read in the form the system's come in."""
+def _hypotheses(path) -> List[str]:
+    """Translations, one a line; a blank line is an empty translation."""
+    return read_lines(path, nonempty=True, blank=True)
+
+
+def _generate_output(path, args) -> GenerateOutput:
+    """fairseq's output in ``path``; without T- lines only where ``--ref`` is given."""
+    return read_generate_output(read_lines(path, nonempty=True), str(path),
+                                references=not args.ref)
+
+
+def _baseline(args, system: Optional[GenerateOutput]) -> Optional[List[str]]:
+    """``--baseline``'s hypotheses, read in the form the system's come in: fairseq
+    output must translate the system's sentences (same T- lines, or S- lines where
+    either has no T- lines)."""
     if not args.baseline:
         return None
     if "BLEU" not in args.metrics:
         raise InputError("--baseline compares BLEU: add BLEU to --metrics")
-    if not args.generate_output:
-        return read_lines(args.baseline, nonempty=True)
-    out = read_generate_output(read_lines(args.baseline, nonempty=True))
-    if out.references != references:
+    if system is None:
+        return _hypotheses(args.baseline)
+    out = _generate_output(args.baseline, args)
+    kind, theirs, ours = (("T", out.references, system.references)
+                          if None not in (out.references, system.references)
+                          else ("S", out.sources, system.sources))
+    if theirs != ours:
         raise InputError(f"{args.baseline} and {args.generate_output} translate different "
-                         "sentences (their T lines differ)")
+                         f"sentences (their {kind} lines differ)")
     return out.hypotheses
+
+
+def _given_or_lines(path, texts: Optional[List[str]], kind: str, name) -> tuple:
+    """One side of fairseq output ``name``: the file ``path`` where given (its ``kind``-
+    lines, ``texts``, are then not scored: a note says so), else ``texts``; and the
+    notes."""
+    if path is None:
+        return texts, []
+    note = [f"{path} is read in place of the {kind}- lines of {name}"] if texts else []
+    return read_lines(path, nonempty=True), note
+
+
+def _unknown_words(references: List[str], name) -> List[str]:
+    """A warning where fairseq's T- lines hold ``<<unk>>``: they are not the references."""
+    unknown = sum(ESCAPED_UNK in line for line in references)
+    return [
+        f"{unknown} of the {len(references)} references (T- lines) in {name} hold "
+        f"{ESCAPED_UNK}, fairseq's mark for a word outside the model's vocabulary: they are "
+        "not the real references, and the scores differ from theirs; to score against "
+        "the real text, add --ref FILE (docs/scoring.md)"] if unknown else []
 
 
 def load_inputs(args) -> Inputs:
     """The inputs, checked before anything is scored; InputError naming what is wrong."""
+    system = None
     if args.generate_output:
-        out = read_generate_output(read_lines(args.generate_output, nonempty=True))
-        hyps, refs, srcs = out.hypotheses, out.references, out.sources
-        named = {"hypotheses (H)": hyps, "references (T)": refs}
+        if args.hyp:
+            raise InputError("give --hyp or --generate-output, not both")
+        system, name = _generate_output(args.generate_output, args), args.generate_output
+        hyps = system.hypotheses
+        refs, ref_notes = _given_or_lines(args.ref, system.references, "T", name)
+        srcs, src_notes = _given_or_lines(args.src, system.sources, "S", name)
+        warnings = ref_notes + src_notes + ([] if args.ref else _unknown_words(refs, name))
+        named = {str(name): hyps}
+        named.update((str(path), lines) for path, lines in ((args.ref, refs), (args.src, srcs))
+                     if path)
     else:
         if not (args.hyp and args.ref):
             raise InputError("give --hyp and --ref, or --generate-output")
-        hyps, refs = read_lines(args.hyp, nonempty=True), read_lines(args.ref, nonempty=True)
+        hyps, refs = _hypotheses(args.hyp), read_lines(args.ref, nonempty=True)
         srcs = read_lines(args.src, nonempty=True) if args.src else None
-        named = {str(args.hyp): hyps, str(args.ref): refs}
+        named, warnings = {str(args.hyp): hyps, str(args.ref): refs}, []
         if srcs is not None:
             named[str(args.src)] = srcs
-    baseline = _baseline(args, refs)
+    baseline = _baseline(args, system)
     if baseline is not None:
         named[str(args.baseline)] = baseline
     counts = {name: len(lines) for name, lines in named.items()}
@@ -87,7 +139,7 @@ def load_inputs(args) -> Inputs:
     def clean(lines):
         return None if lines is None else [remove_bpe(line, args.remove_bpe) for line in lines]
 
-    return Inputs(clean(hyps), clean(refs), clean(srcs), clean(baseline))
+    return Inputs(clean(hyps), clean(refs), clean(srcs), clean(baseline), warnings)
 
 
 def score(args, inputs: Inputs):
@@ -156,9 +208,13 @@ def parse_metrics(text):
 def build_parser():
     p = CommandParser(prog="sparse-attn-score", description=__doc__.split("\n\n")[0])
     p.add_argument("--hyp", type=Path, help="hypotheses, one per line")
-    p.add_argument("--ref", type=Path, help="references, one per line")
-    p.add_argument("--src", type=Path, help="sources, one per line (checked for line count)")
-    p.add_argument("--generate-output", type=Path, help="fairseq-generate output (S/T/H lines)")
+    p.add_argument("--ref", type=Path,
+                   help="references, one per line (with --generate-output: read in place "
+                        "of its T- lines, which fairseq-interactive lacks)")
+    p.add_argument("--src", type=Path, help="sources, one per line (checked for line count; "
+                                            "with --generate-output: in place of its S- lines)")
+    p.add_argument("--generate-output", type=Path,
+                   help="fairseq-generate output (S/T/H lines, every sentence id from 0)")
     p.add_argument("--baseline", type=Path,
                    help="another system's translations of the same sentences, in the form of "
                         "the scored ones (lines like --hyp, or fairseq-generate output like "
@@ -170,8 +226,9 @@ def build_parser():
                    help=f"comma-separated, any case, from {', '.join(METRICS)} "
                         f"(default {','.join(DEFAULT_METRICS)})")
     p.add_argument("--lang", default="en", help="METEOR language preset: en, de or other")
-    p.add_argument("--tokenize", default="none",
-                   help="sacrebleu tokenizer: none (tokenised text, as the papers) or 13a")
+    p.add_argument("--tokenize", default="none", choices=TOKENIZERS, metavar="TOKENIZER",
+                   help="sacrebleu tokenizer: none (tokenised text, as the papers), 13a "
+                        f"(detokenised text), or one of {', '.join(TOKENIZERS)}")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF")
     p.add_argument("--remove-bpe", nargs="?", const="subword_nmt", default=None,
                    metavar="SCHEME", help="undo BPE first: subword_nmt (default) or sentencepiece")
@@ -180,40 +237,64 @@ def build_parser():
                    help=f"DROP's alignment symmetrisation (default {DROP_SYMMETRIZATION}, "
                         "which tracks true drops best; the paper's is "
                         f"{PUBLISHED_SYMMETRIZATION}, see docs/scoring.md)")
-    p.add_argument("--json", type=Path, help="write the scores as JSON (- for stdout)")
+    p.add_argument("--json", type=Path,
+                   help="write the scores as JSON (- for stdout, the table going to stderr)")
     p.add_argument("--per-sentence", type=Path,
-                   help="write per-sentence REP, METEOR and DROP (dropped/aligned) as TSV")
+                   help="write per-sentence REP, METEOR and DROP (dropped/aligned) as TSV. "
+                        "Outputs go in folders that exist, never over an input, and are "
+                        "written all or none")
     return p
 
 
+def _to_stdout(path) -> bool:
+    return str(path) == "-"
+
+
+def check_output_paths(args) -> None:
+    """Refuse outputs that cannot be written or would overwrite an input, before any
+    work (:func:`check_outputs`)."""
+    check_outputs({"--json": None if _to_stdout(args.json) else args.json,
+                   "--per-sentence": args.per_sentence},
+                  {"--hyp": args.hyp, "--ref": args.ref, "--src": args.src,
+                   "--generate-output": args.generate_output, "--baseline": args.baseline})
+
+
+def per_sentence_table(per_sentence, count: int) -> str:
+    """The per-sentence scores as TSV: a header, then one row per sentence id."""
+    columns = list(per_sentence)
+    rows = ["id\t" + "\t".join(columns)]
+    rows += [f"{i}\t" + "\t".join(str(per_sentence[c][i]) for c in columns)
+             for i in range(count)]
+    return "\n".join(rows) + "\n"
+
+
 def run(argv=None) -> dict:
-    """The command without its exit status: read, score, print the table, write the
-    files asked for; the scores (``{metric: {"score": float, ...}}``)."""
+    """The command without its exit status: check the outputs, read, score, write the
+    files asked for (all or none), print the table (on stderr where the JSON goes to
+    stdout); the scores (``{metric: {"score": float, ...}}``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.resamples < 1:
         parser.fail(f"--resamples must be positive, not {args.resamples}")
     try:
+        check_output_paths(args)
         inputs = load_inputs(args)
+        for warning in inputs.warnings:
+            print(f"{parser.prog}: warning: {warning}", file=sys.stderr)
         scores, per_sentence = score(args, inputs)
-    except (InputError, ValueError, RuntimeError) as err:
-        parser.fail(err)
-    print(table(scores))
-    try:
-        if args.json:
-            text = json.dumps(scores, indent=2) + "\n"
-            if str(args.json) == "-":
-                sys.stdout.write(text)
-            else:
-                write_text_atomic(args.json, text)
+        text = json.dumps(scores, indent=2) + "\n"
+        files = {}
+        if args.json and not _to_stdout(args.json):
+            files[args.json] = text
         if args.per_sentence:
-            columns = list(per_sentence)
-            lines = ["id\t" + "\t".join(columns)]
-            lines += [f"{i}\t" + "\t".join(str(per_sentence[c][i]) for c in columns)
-                      for i in range(len(inputs.hypotheses))]
-            write_text_atomic(args.per_sentence, "\n".join(lines) + "\n")
-    except OSError as err:
+            files[args.per_sentence] = per_sentence_table(per_sentence, len(inputs.hypotheses))
+        write_texts_atomic(files)
+    except (ValueError, RuntimeError, OSError) as err:  # InputError, OutputError too
         parser.fail(err)
+    json_to_stdout = args.json and _to_stdout(args.json)
+    print(table(scores), file=sys.stderr if json_to_stdout else sys.stdout)
+    if json_to_stdout:
+        sys.stdout.write(text)
     return scores
 
 

@@ -1,49 +1,99 @@
-"""Read ``fairseq-generate`` output without a grep/sort/cut pipeline.
+"""Read ``fairseq-generate`` (and ``fairseq-interactive``) output without a
+grep/sort/cut pipeline.
 
 fairseq prints, per sentence and in batch order, ``S-id`` (source), ``T-id``
-(reference), ``H-id<TAB>score<TAB>tokens`` (hypothesis, post-processed as
-``--post-process``/``--remove-bpe`` asks), ``D-id`` (detokenised hypothesis) and
-``P-id`` (positional scores). Only the best (first) hypothesis per id is kept.
+(reference; ``fairseq-interactive`` prints none), ``H-id<TAB>score<TAB>tokens``
+(hypothesis, post-processed as ``--post-process``/``--remove-bpe`` asks), ``D-id``
+(detokenised hypothesis) and ``P-id`` (positional scores). Only the best (first)
+hypothesis per id is kept. Ids run from 0: a missing one is a sentence fairseq did not
+translate (its last-batch bug, docs/scoring.md), and such partial output is refused
+rather than scored.
 """
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from ..files import InputError
+
+#: How fairseq writes an out-of-vocabulary word in T- lines (``escape_unk``): the
+#: reference word itself is lost.
+ESCAPED_UNK = "<<unk>>"
+
+_LINE_KINDS = {"S": "source", "T": "reference", "H": "hypothesis"}
 
 
 @dataclass(frozen=True)
 class GenerateOutput:
-    """Sources, references, hypotheses and their scores, ordered by sentence id."""
+    """Sources, references, hypotheses and their scores, ordered by sentence id; sources
+    or references None where the output holds no S- or T- lines."""
 
     ids: List[int]
-    sources: List[str]
-    references: List[str]
+    sources: Optional[List[str]]
+    references: Optional[List[str]]
     hypotheses: List[str]
     scores: List[float]
 
 
-def read_generate_output(lines: Iterable[str]) -> GenerateOutput:
-    """Parse fairseq-generate's stdout; raise ValueError if an id lacks a hypothesis."""
-    fields: Dict[str, Dict[int, List[str]]] = {"S": {}, "T": {}, "H": {}}
-    for line in lines:
+def _fields(lines: Iterable[str]) -> Dict[str, Dict[int, Tuple[int, List[str]]]]:
+    """``{"S"|"T"|"H": {id: (line number, tab-separated fields)}}``, the first line of
+    each kind and id (the best hypothesis)."""
+    fields: Dict[str, Dict[int, Tuple[int, List[str]]]] = {kind: {} for kind in _LINE_KINDS}
+    for number, line in enumerate(lines, 1):
         tag, sep, rest = line.rstrip("\n").partition("\t")
-        kind, dash, number = tag.partition("-")
-        if not sep or not dash or kind not in fields or not number.isdigit():
-            continue
-        fields[kind].setdefault(int(number), rest.split("\t"))
-    ids = sorted(fields["H"])
-    if not ids:
-        raise ValueError("no hypotheses (H- lines) in the fairseq-generate output")
-    missing = sorted(set(fields["S"]) - set(ids))
+        kind, dash, sentence = tag.partition("-")
+        if sep and dash and kind in fields and sentence.isdigit():
+            fields[kind].setdefault(int(sentence), (number, rest.split("\t")))
+    return fields
+
+
+def _score(name: str, sentence: int, number: int, fields: List[str]) -> float:
+    """The score of the H- line ``number`` (its first field)."""
+    try:
+        return float(fields[0])
+    except ValueError:
+        raise InputError(f"{name}: line {number}: the score of H-{sentence}, {fields[0]!r}, "
+                         "is not a number") from None
+
+
+def _check_complete(name: str, fields, kind: str, ids: List[int]) -> None:
+    """:class:`InputError` naming the first of ``ids`` without a ``kind`` line."""
+    missing = [i for i in ids if i not in fields[kind]]
     if missing:
-        raise ValueError(f"sentence ids without a hypothesis: {missing[:10]}")
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise InputError(f"{name}: sentence {missing[0]}{more} has no {kind}- line "
+                         f"({_LINE_KINDS[kind]}) of ids 0-{ids[-1]}: the output is incomplete")
 
-    def text(kind, i):
-        return fields[kind].get(i, [""])[-1]
 
+def _texts(name: str, fields, kind: str, ids: List[int]) -> Optional[List[str]]:
+    """The ``kind`` lines' texts for ``ids``; None where there are none;
+    :class:`InputError` naming the first id without one where some are missing."""
+    if not fields[kind]:
+        return None
+    _check_complete(name, fields, kind, ids)
+    return [fields[kind][i][1][-1] for i in ids]
+
+
+def read_generate_output(lines: Iterable[str], name: str = "fairseq-generate output",
+                         references: bool = True) -> GenerateOutput:
+    """Parse the output (``name`` is the file, for the error messages). Every sentence id
+    from 0 to the largest must have its H- line, and S- and T- lines where the output
+    has any; without ``references``, output with no T- lines at all is accepted
+    (``fairseq-interactive``'s). :class:`InputError`, one line naming ``name``, the id
+    and (for a bad score) the line, where it is not so."""
+    fields = _fields(lines)
+    if not fields["H"]:
+        raise InputError(f"{name}: no hypotheses (H- lines): not fairseq-generate output")
+    seen = set().union(*fields.values())
+    ids = list(range(max(seen) + 1))
+    _check_complete(name, fields, "H", ids)
+    if references and not fields["T"]:
+        raise InputError(f"{name}: no references (T- lines), as fairseq-interactive prints "
+                         "none: score against a references file (--ref FILE)")
+    hypotheses = fields["H"]
     return GenerateOutput(
         ids=ids,
-        sources=[text("S", i) for i in ids],
-        references=[text("T", i) for i in ids],
-        hypotheses=[fields["H"][i][-1] if len(fields["H"][i]) > 1 else "" for i in ids],
-        scores=[float(fields["H"][i][0]) for i in ids],
+        sources=_texts(name, fields, "S", ids),
+        references=_texts(name, fields, "T", ids),
+        hypotheses=[hypotheses[i][1][-1] if len(hypotheses[i][1]) > 1 else "" for i in ids],
+        scores=[_score(name, i, *hypotheses[i]) for i in ids],
     )

@@ -97,7 +97,8 @@ def test_bpe_removal_matches_fairseq():
     (lambda d: (d / "ref").write_text("a\nb\n"),
      "line counts differ: {d}/hyp has 3, {d}/ref has 2"),
     (lambda d: (d / "ref").unlink(), "{d}/ref: no such file"),
-    (lambda d: (d / "ref").write_text("\n \n"), "{d}/ref: file is empty"),
+    (lambda d: (d / "ref").write_text(""), "{d}/ref: file is empty"),
+    (lambda d: (d / "ref").write_text("\n \n"), "{d}/ref: holds only blank lines (2)"),
     (lambda d: (d / "ref").write_bytes(b"ok\n\xff\xfe bad\nok\n"),
      "{d}/ref: line 2 is not UTF-8 (invalid start byte)"),
 ])

@@ -1,6 +1,7 @@
 """BLEU equals sacrebleu's own command line; fairseq-generate output is read in id order."""
 
 import math
+import re
 import subprocess
 import sys
 
@@ -37,8 +38,35 @@ def test_generate_output_is_sorted_by_id():
 def test_generate_output_without_hypotheses_is_an_error():
     with pytest.raises(ValueError, match="no hypotheses"):
         read_generate_output(["S-0\tx", "T-0\ty"])
-    with pytest.raises(ValueError, match=r"without a hypothesis: \[1\]"):
-        read_generate_output(["S-0\tx", "H-0\t-1\tx", "S-1\ty"])
+    with pytest.raises(ValueError, match="sentence 1 has no H- line"):
+        read_generate_output(["S-0\tx", "T-0\ty", "H-0\t-1\tx", "S-1\ty"])
+
+
+@pytest.mark.parametrize("dropped, message", [
+    ("T-2", "gen.out: sentence 2 has no T- line (reference) of ids 0-2: the output is "
+            "incomplete"),
+    ("S-0", "gen.out: sentence 0 has no S- line (source) of ids 0-2"),
+    ("H-1", "gen.out: sentence 1 has no H- line (hypothesis) of ids 0-2"),
+])
+def test_incomplete_generate_output_names_the_first_missing_id(dropped, message):
+    lines = [line for line in GENERATE_OUTPUT.splitlines() if not line.startswith(dropped)]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_generate_output(lines, "gen.out")
+
+
+def test_output_without_t_lines_is_read_only_when_references_come_from_elsewhere():
+    interactive = [line for line in GENERATE_OUTPUT.splitlines() if not line.startswith("T-")]
+    with pytest.raises(ValueError, match=r"gen.out: no references \(T- lines\)"):
+        read_generate_output(interactive, "gen.out")
+    out = read_generate_output(interactive, "gen.out", references=False)
+    assert out.references is None and out.hypotheses == ["a dog barked", "the cat", ""]
+
+
+def test_a_score_that_is_no_number_names_the_line():
+    bad = GENERATE_OUTPUT.replace("H-0\t-0.25", "H-0\tabc")
+    with pytest.raises(ValueError, match="^gen.out: line 8: the score of H-0, 'abc', is not "
+                                         "a number$"):
+        read_generate_output(bad.splitlines(), "gen.out")
 
 
 @pytest.mark.parametrize("tokenize,lowercase", [("none", False), ("13a", True)])
