@@ -30,7 +30,6 @@ Kreutzer (2017), "Learning What's Easy"; constrained sparsemax, Malaviya, Ferrei
 Martins (2018), "Sparse and Constrained Attention for Neural Machine Translation".
 """
 
-import math
 from functools import partial
 from typing import Union
 
@@ -46,6 +45,7 @@ from .normalizers.entmax_family import (
     Entmax15,
     EntmaxAlpha,
     Sparsemax,
+    check_alpha,
     check_n_iter,
     entmax_alpha_weights,
 )
@@ -104,30 +104,27 @@ def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: st
             scores), cast to the weights' dtype. A tensor gets gradients, in closed form,
             as the learned alphas of :class:`~.normalizers.EntmaxAlpha` do; to learn it,
             keep it in range as that module does:
-            ``alpha = EntmaxAlpha.alpha_of(z) = clamp(1 + sigmoid(z), 1.01, 2)``. (A tensor's
-            values are not checked: that would wait for a GPU.)
+            ``alpha = EntmaxAlpha.alpha_of(z) = clamp(1 + sigmoid(z), 1.01, 2)``. A value
+            outside (1, 2] is a ValueError (a tensor's values are read back to check them,
+            which waits for a GPU; the module, whose alphas are in range by construction,
+            does not check).
         dim: the dimension normalised.
         impl: see the module docstring.
         n_iter: iteration cap of the safeguarded Newton solver for ``tau`` (it stops on
             convergence, after 3-8 steps in practice).
     """
     check_impl(impl)
-    check_n_iter(n_iter)
-    alpha = _alpha_along(alpha, x, dim)
+    n_iter = check_n_iter(n_iter)
+    alpha = _alpha_along(check_alpha(alpha), x, dim)
     return normalize_along(partial(entmax_alpha_weights, alpha=alpha, n_iter=n_iter, impl=impl),
                            x, dim, EntmaxAlpha.zeroes_empty_rows)
 
 
 def _alpha_along(alpha: Union[float, Tensor], x: Tensor, dim: int):
-    """``alpha`` checked and, as a tensor, with ``dim`` moved last as ``x``'s will be."""
+    """A tensor ``alpha`` checked against ``x`` and with ``dim`` moved last as ``x``'s will
+    be; a number as it is."""
     if not isinstance(alpha, Tensor):
-        try:
-            value = float(alpha)
-        except (TypeError, ValueError):
-            value = math.nan
-        if not 1.0 < value <= 2.0:
-            raise ValueError(f"entmax_alpha needs alpha in (1, 2], got {alpha!r}")
-        return value
+        return alpha
     if alpha.dim() > x.dim():
         raise ValueError(f"entmax_alpha: alpha of shape {tuple(alpha.shape)} has more "
                          f"dimensions than x of shape {tuple(x.shape)}")

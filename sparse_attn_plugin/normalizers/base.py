@@ -10,16 +10,21 @@ Two things are handled once here rather than in every method:
   family returns NaN in half precision) and the weights come back in float32, as
   fairseq's own softmax does; the caller casts them back with ``type_as``;
 * rows whose keys are all masked give all-zero weights (not NaN, not a crash),
-  with zero gradient. :func:`guarded` does this around a normaliser at the cost of one
-  reduction, plus two ``masked_fill`` when such a row exists (always on a GPU, where
-  checking would stall the stream); the fused kernels (Newton solver, top-k, Triton) do
-  it themselves in the passes they make anyway, and their normalisers say so
-  (:attr:`Normalizer.zeroes_empty_rows`).
+  with zero gradient; rows with a NaN or ``+inf`` score give NaN weights and NaN
+  gradients, as ``torch.softmax`` does (a diverging run shows, and fp16 loss scaling
+  sees the overflow). :func:`guarded` does this around a normaliser at the cost of one
+  reduction, plus a few elementwise passes when such a row exists (always on a GPU,
+  where checking would stall the stream); the fused kernels (Newton solver, top-k,
+  Triton) do it themselves in the passes they make anyway, and their normalisers say so
+  (:attr:`Normalizer.zeroes_empty_rows`);
+* scores must be floating point (TypeError otherwise); an empty key dimension gives
+  empty weights.
 
 :meth:`Normalizer.attend` finishes the attention, ``out = weights . values``;
 hard retrieval overrides it with a gather of value rows.
 """
 
+import math
 from abc import ABC, abstractmethod
 from typing import Callable, Optional, Tuple
 
@@ -36,16 +41,22 @@ def at_least_float32(scores: Tensor) -> Tensor:
 
 
 def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
-    """``normalize(scores)`` in float32 or wider, with all-zero weights (and zero
-    gradient) on rows whose keys are all masked."""
+    """``normalize(scores)`` in float32 or wider, with all-zero weights (and zero gradient)
+    on rows whose keys are all masked, and NaN weights (and NaN gradient) on rows with a
+    NaN or ``+inf`` score, whatever ``normalize`` would make of them."""
     scores = at_least_float32(scores)
-    empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
-    # Such rows are rare (fairseq's masks never make one), so on the CPU the two
-    # full-size copies are skipped when there is none; on a GPU the check would
-    # stall the stream, so the guard always runs there.
-    if scores.is_cuda or bool(empty.any()):
-        return normalize(scores.masked_fill(empty, 0.0)).masked_fill(empty, 0.0)
-    return normalize(scores)
+    top = scores.amax(dim=-1, keepdim=True)
+    special = ~torch.isfinite(top)
+    # Such rows are rare (fairseq's masks never make one), so on the CPU the copies are
+    # skipped when there is none; on a GPU the check would stall the stream, so the
+    # guard always runs there.
+    if not (scores.is_cuda or bool(special.any())):
+        return normalize(scores)
+    empty = torch.isneginf(top)
+    weights = normalize(scores.masked_fill(special, 0.0)).masked_fill(empty, 0.0)
+    # NaN on the invalid rows, whose gradient is NaN there and 0 (not 0 * NaN) elsewhere
+    invalid = special & ~empty
+    return torch.where(invalid, scores.masked_fill(~invalid, 0.0) * math.nan, weights)
 
 
 def check_impl(impl: str) -> None:
@@ -58,18 +69,32 @@ def check_impl(impl: str) -> None:
         check_available()
 
 
+def check_scores(scores: Tensor) -> None:
+    """TypeError, one line, unless the scores are floating point (as softmax's must be)."""
+    if not (isinstance(scores, Tensor) and scores.is_floating_point()):
+        got = scores.dtype if isinstance(scores, Tensor) else type(scores).__name__
+        raise TypeError("attention normalisers need floating-point scores (float16, "
+                        f"bfloat16, float32 or float64), got {got}")
+
+
 def normalize_along(normalize: Callable[[Tensor], Tensor], scores: Tensor, dim: int = -1,
                     zeroes_empty_rows: bool = False) -> Tensor:
     """The contract of this module applied by ``normalize`` (weights over the last dim of
-    float32/float64 scores) along ``dim`` of ``scores``: half precision computed and returned
-    in float32, rows with every key masked all-zero (by :func:`guarded`, unless
-    ``zeroes_empty_rows`` says ``normalize`` does it itself). :meth:`Normalizer.forward`
-    (``dim=-1``) and :mod:`sparse_attn_plugin.functional` (any ``dim``) both run through it."""
+    float32/float64 scores) along ``dim`` of ``scores``: floating-point scores only, half
+    precision computed and returned in float32, an empty ``dim`` giving empty weights, rows
+    with every key masked all-zero and rows with a NaN or ``+inf`` all NaN (by
+    :func:`guarded`, unless ``zeroes_empty_rows`` says ``normalize`` does both itself).
+    :meth:`Normalizer.forward` (``dim=-1``) and :mod:`sparse_attn_plugin.functional` (any
+    ``dim``) both run through it."""
+    check_scores(scores)
     moved = dim not in (-1, scores.dim() - 1)
     if moved:
         scores = scores.movedim(dim, -1)
     scores = at_least_float32(scores)
-    weights = normalize(scores) if zeroes_empty_rows else guarded(normalize, scores)
+    if scores.size(-1) == 0:
+        weights = scores.clone()
+    else:
+        weights = normalize(scores) if zeroes_empty_rows else guarded(normalize, scores)
     return weights.movedim(-1, dim) if moved else weights
 
 
@@ -85,7 +110,8 @@ class Normalizer(nn.Module, ABC):
     """
 
     #: Whether :meth:`normalize` itself gives rows with every key masked all-zero weights
-    #: and zero gradient (otherwise :func:`guarded` does it around it).
+    #: and zero gradient, and rows with a NaN or ``+inf`` NaN weights (otherwise
+    #: :func:`guarded` does both around it).
     zeroes_empty_rows = False
 
     def __init__(self, impl: str = "auto"):

@@ -19,8 +19,9 @@ the threshold is too coarse).
 """
 
 import math
+import operator
 from functools import lru_cache, partial
-from typing import Union
+from typing import Callable, Union
 
 import torch
 from entmax import entmax15, sparsemax
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 from ..errors import SettingsError
 from .base import Normalizer, guarded
 from .dispatch import Implementations, sort_or_newton
+from .entmax_grad import entmax_function
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
 from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
 
@@ -56,16 +58,23 @@ def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str
     return alpha
 
 
+def by_sort(algorithm: Callable[..., Tensor], alpha: float) -> Callable[[Tensor], Tensor]:
+    """The entmax package's sort-based ``algorithm`` (alpha-entmax at ``alpha``) over the last
+    dim, guarded (:func:`.base.guarded`), with :mod:`.entmax_grad`'s closed-form gradients
+    (twice differentiable, NaN rows kept NaN) in place of the package's."""
+    def solve(scores: Tensor, _alpha: float):
+        return guarded(partial(algorithm, dim=-1), scores), None
+    return partial(entmax_function, alpha=alpha, solve=solve)
+
+
 #: Sparsemax's and 1.5-entmax's exact algorithms, as ``--attn-impl`` picks them (the
-#: Newton solver zeroes rows with every key masked itself, the sort is guarded).
+#: Newton solver handles special rows itself, the sort is guarded).
 SPARSEMAX = Implementations(
-    "sparsemax",
-    {"sort": partial(guarded, partial(sparsemax, dim=-1)), "newton": sparsemax_newton},
+    "sparsemax", {"sort": by_sort(sparsemax, 2.0), "newton": sparsemax_newton},
     ("newton, compiled", partial(sparsemax_newton, impl="compiled")),
     ("newton, triton", sparsemax_triton), sort_or_newton)
 ENTMAX15 = Implementations(
-    "1.5-entmax",
-    {"sort": partial(guarded, partial(entmax15, dim=-1)), "newton": entmax15_newton},
+    "1.5-entmax", {"sort": by_sort(entmax15, 1.5), "newton": entmax15_newton},
     ("newton, compiled", partial(entmax15_newton, impl="compiled")),
     ("newton, triton", entmax15_triton), sort_or_newton)
 
@@ -79,18 +88,48 @@ def _entmax_alpha(max_iter: int) -> Implementations:
         ("newton, triton", partial(entmax_triton, max_iter=max_iter)))
 
 
-def check_n_iter(n_iter: int) -> None:
-    """ValueError, one line, for an iteration cap below 1."""
-    if n_iter < 1:
-        raise ValueError(f"the entmax solver needs at least 1 iteration, got {n_iter}")
+def check_n_iter(n_iter: int) -> int:
+    """``n_iter`` as a Python int; ValueError, one line, unless it is an integer of at
+    least 1 (a bool or a float is refused)."""
+    try:
+        whole = None if isinstance(n_iter, bool) else operator.index(n_iter)
+    except TypeError:
+        whole = None
+    if whole is None or whole < 1:
+        raise ValueError(f"the entmax solver's iteration cap n_iter must be an integer "
+                         f">= 1, got {n_iter!r}")
+    return whole
+
+
+def check_alpha(alpha: Union[float, Tensor]) -> Union[float, Tensor]:
+    """``alpha`` if every value of it lies in (1, 2] (a tensor's are read back, which waits
+    for a GPU), as a float if it is a number; ValueError, one line, otherwise."""
+    if isinstance(alpha, Tensor):
+        if not alpha.is_floating_point():
+            raise ValueError(f"entmax_alpha needs a floating-point alpha tensor, got "
+                             f"{alpha.dtype}")
+        outside = ~((alpha > 1) & (alpha <= 2))
+        if bool(outside.any()):
+            raise ValueError(f"entmax_alpha needs alpha in (1, 2]: {int(outside.sum())} of "
+                             f"{alpha.numel()} values are not (e.g. "
+                             f"{alpha.detach()[outside].flatten()[0].item():.4g})")
+        return alpha
+    try:
+        value = float(alpha)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 1.0 < value <= 2.0:
+        raise ValueError(f"entmax_alpha needs alpha in (1, 2], got {alpha!r}")
+    return value
 
 
 def entmax_alpha_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: int = 30,
                          impl: str = "auto") -> Tensor:
     """alpha-entmax weights over the last dim of float32/float64 scores by the Newton solver
-    (``n_iter`` steps at most) that ``impl`` picks, for ``alpha`` in (1, 2]: a number, or a
-    tensor broadcastable to the scores with size 1 in the last dim (cast to the scores'
-    dtype; differentiable). Rows with every key masked get all-zero weights."""
+    (``n_iter`` steps at most) that ``impl`` picks, for ``alpha`` in (1, 2] (not checked
+    here: :func:`check_alpha`): a number, or a tensor broadcastable to the scores with size
+    1 in the last dim (cast to the scores' dtype; differentiable). Rows with every key
+    masked get all-zero weights, rows with a NaN or ``+inf`` NaN weights."""
     if isinstance(alpha, Tensor):
         alpha = alpha.to(scores.dtype)
     return _entmax_alpha(n_iter)(impl, scores, alpha)
@@ -141,7 +180,7 @@ class EntmaxAlpha(Normalizer):
                  impl: str = "auto"):
         super().__init__(impl)
         alpha_init = parse_alpha_init(alpha_init)
-        check_n_iter(n_iter)
+        n_iter = check_n_iter(n_iter)
         if alpha_init == RANDOM_INIT:
             logit = torch.randn(num_heads)
         else:

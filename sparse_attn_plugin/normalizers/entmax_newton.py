@@ -24,23 +24,22 @@ each evaluation of ``h``; a step that rounding would push out of it is replaced 
 halving. The loop stops when ``|h| <= tol`` in every row, or when no row moves.
 The weights are then ``u^r`` divided by their sum, exact on the support found.
 
-Gradients are closed form (Peters et al. 2019, Correia et al. 2019 "Adaptively Sparse
-Transformers", appendix). With ``g = p^(2 - alpha)`` (zero off the support),
-``G = sum g``, ``g_hat = g / G`` and ``H = sum_j p_j log p_j``::
+The weights' gradients, in closed form from the weights alone, are :mod:`.entmax_grad`'s.
 
-    ds     = g * dp - g * sum(g * dp) / G
-    dalpha = r^2 sum_j dp_j (p_j - g_hat_j) - r sum_j dp_j (p_j log p_j - g_hat_j H).
-
-(Differentiate ``log p_j = r log u_j`` in alpha, with ``dr/dalpha = -r^2`` and ``d tau /
-d alpha`` from ``sum_j dp_j / dalpha = 0``.)
+Special rows: a row with every entry ``-inf`` (every key masked) gets all-zero weights and
+zero gradient; a row with a NaN or ``+inf`` gets NaN weights, as ``torch.softmax`` does.
+In float64 one more Newton step after convergence brings the weights to rounding (1e-16).
 """
 
+import math
+from functools import partial
 from typing import Optional, Union
 
 import torch
 from torch import Tensor
 
 from .compiled import compiled
+from .entmax_grad import entmax_function, grads, scores_grad
 
 #: Default tolerance on ``|h|`` per dtype: a few units of rounding in a sum of ~1.
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-6}
@@ -91,41 +90,25 @@ def _newton_steps(x: Tensor, tau: Tensor, lo: Tensor, hi: Tensor, r: Union[float
     return tau, lo, hi, moved, u, ur1
 
 
-def _weights(u: Tensor, ur1: Tensor, alpha: Union[float, Tensor], empty: Tensor):
+def _weights(u: Tensor, ur1: Tensor, alpha: Union[float, Tensor], top: Tensor):
     """The weights ``p = u^r / sum u^r`` and ``g = p^(2 - alpha) = u^(r-1) / (sum u^r)^(2 -
-    alpha)`` (no power of ``p`` needed), both zero on the ``empty`` rows."""
+    alpha)`` (no power of ``p`` needed); on special rows (maximum ``top`` not finite) both
+    are 0 where every entry is ``-inf`` and NaN where one is NaN or ``+inf``."""
     p = ur1 * u
     total = p.sum(-1, keepdim=True)
-    return (p / total).masked_fill(empty, 0.0), (ur1 / total ** (2 - alpha)).masked_fill(empty, 0.0)
-
-
-def _scores_grad(p: Tensor, g: Tensor, dp: Tensor):
-    """``ds = g dp - g sum(g dp) / sum g``, and ``sum(dp g_hat)`` for the alpha gradient."""
-    gdp = g * dp
-    # sum g >= (1/n)^(2 - alpha) on a row with weights; empty rows (g = 0) get ds = 0
-    dp_ghat = gdp.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(
-        torch.finfo(g.dtype).tiny)
-    return gdp - g * dp_ghat, dp_ghat
-
-
-def _alpha_grad(p: Tensor, dp: Tensor, dp_ghat: Tensor, alpha: Tensor) -> Tensor:
-    """Per row, ``r^2 (sum dp p - sum dp g_hat) - r (sum dp p log p - sum dp g_hat * H)``."""
-    r = 1 / (alpha - 1)
-    plogp = p * torch.log(p + (p == 0).to(p.dtype))   # 0 log 0 = 0, and no slow log(0)
-    neg_entropy = plogp.sum(-1, keepdim=True)
-    dp_p = (dp * p).sum(-1, keepdim=True)
-    dp_plogp = (dp * plogp).sum(-1, keepdim=True)
-    return r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
+    fill = torch.where(torch.isneginf(top), 0.0, math.nan)
+    special = ~torch.isfinite(top)
+    return (torch.where(special, fill, p / total),
+            torch.where(special, fill, ur1 / total ** (2 - alpha)))
 
 
 def _prepare(scores: Tensor, alpha: Union[float, Tensor]):
-    """``x = (alpha - 1)(s - max s)``, whose largest entry in every row is 0, and which
-    rows are empty (every entry ``-inf``; their ``x`` is 0, solved like any row, and
-    :func:`_weights` zeroes their weights)."""
-    x = scores * (alpha - 1)
-    top = x.amax(-1, keepdim=True)
-    empty = torch.isneginf(top)
-    return torch.where(empty, 0.0, x - top), empty
+    """``x = (alpha - 1)(s - max s)`` (shifted first, so that large scores lose nothing),
+    whose largest entry in every row is 0, and the rows' maxima. Special rows (every entry
+    ``-inf``, or a NaN or ``+inf``: a maximum that is not finite) get ``x = 0``, solved like
+    any row, and :func:`_weights` fills their weights."""
+    top = scores.amax(-1, keepdim=True)
+    return torch.where(torch.isfinite(top), (scores - top) * (alpha - 1), 0.0), top
 
 
 def _bracket(x: Tensor):
@@ -134,20 +117,27 @@ def _bracket(x: Tensor):
     return tau, tau.clone(), torch.zeros_like(tau)
 
 
+def _polish(x: Tensor, tau: Tensor, lo: Tensor, hi: Tensor, r: Union[float, Tensor]):
+    """``u`` and ``u^(r-1)`` after one more Newton step from the converged ``tau`` (kept in
+    the bracket): Newton's quadratic convergence takes float64 from the tolerance to
+    rounding."""
+    _, step, _, _ = _newton_step(x, tau, r)
+    tau = torch.where((step >= lo) & (step <= hi), step, tau)
+    _, _, u, ur1 = _newton_step(x, tau, r)
+    return u, ur1
+
+
 def _first_steps(scores: Tensor, alpha: Union[float, Tensor], tol: float, steps: int):
     """The whole forward when ``steps`` Newton steps suffice (as they do in 3-6 for almost
     every row), in one call: ``p``, ``g``, whether any row still moved, and the solver's
     state (``tau``, ``lo``, ``hi``) to go on from otherwise."""
-    x, empty = _prepare(scores, alpha)
-    tau, lo, hi, moved, u, ur1 = _newton_steps(x, *_bracket(x), 1 / (alpha - 1), tol, steps)
-    p, g = _weights(u, ur1, alpha, empty)
+    x, top = _prepare(scores, alpha)
+    r = 1 / (alpha - 1)
+    tau, lo, hi, moved, u, ur1 = _newton_steps(x, *_bracket(x), r, tol, steps)
+    if x.dtype == torch.float64:
+        u, ur1 = _polish(x, tau, lo, hi, r)
+    p, g = _weights(u, ur1, alpha, top)
     return p, g, moved, tau, lo, hi
-
-
-def _grads(p: Tensor, g: Tensor, dp: Tensor, alpha: Tensor):
-    """Both gradients in one call: ``ds`` and the per-row ``dalpha``."""
-    d_scores, dp_ghat = _scores_grad(p, g, dp)
-    return d_scores, _alpha_grad(p, dp, dp_ghat, alpha)
 
 
 #: The kernels above, as run: eagerly (``"torch"``) or fused by ``torch.compile``.
@@ -184,51 +174,38 @@ def entmax_threshold(x: Tensor, r: Union[float, Tensor], max_iter: int = 30,
     for _ in range(0, max_iter, block):
         tau, lo, hi, moved, u, ur1 = steps(x, tau, lo, hi, r, tol, block)
         if not bool(moved):
-            return u, ur1
-    _, _, u, ur1 = _newton_step(x, tau, r)
+            break
+    else:
+        _, _, u, ur1 = _newton_step(x, tau, r)
+    if x.dtype == torch.float64:
+        return _kernel(_polish, impl, r)(x, tau, lo, hi, r)
     return u, ur1
 
 
-class EntmaxNewtonFunction(torch.autograd.Function):
-    """alpha-entmax over the last dim with closed-form gradients for scores and alpha.
-    Compiled, the usual case is one fused call forward (:func:`_first_steps`) and one
-    backward (:func:`_grads`)."""
+def newton_solve(scores: Tensor, alpha: Union[float, Tensor], max_iter: int = 30,
+                 tol: Optional[float] = None, impl: str = "torch"):
+    """alpha-entmax weights ``p`` and ``g = p^(2 - alpha)`` over the last dim by the solver,
+    eagerly or compiled (``impl``); no graph. Compiled, the usual case is one fused call
+    (:func:`_first_steps`)."""
+    tol = TOLERANCE.get(scores.dtype, 1e-6) if tol is None else tol
+    start, steps_left = None, max_iter
+    if impl == "compiled" and max_iter >= FIRST_STEPS:
+        p, g, moved, *start = _kernel(_first_steps, impl, alpha)(scores, alpha, tol,
+                                                                 FIRST_STEPS)
+        if not bool(moved):
+            return p, g
+        steps_left = max_iter - FIRST_STEPS
+    x, top = _kernel(_prepare, impl, alpha)(scores, alpha)
+    u, ur1 = entmax_threshold(x, 1 / (alpha - 1), steps_left, tol, impl, start)
+    return _kernel(_weights, impl, alpha)(u, ur1, alpha, top)
 
-    @staticmethod
-    def forward(ctx, scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
-                tol: Optional[float], impl: str):
-        tol = TOLERANCE.get(scores.dtype, 1e-6) if tol is None else tol
-        if impl == "compiled":  # as plain tensors: no view's base or grad flag to guard on
-            scores = scores.detach()
-            alpha = alpha.detach() if isinstance(alpha, Tensor) else alpha
-        if impl == "compiled" and max_iter >= FIRST_STEPS:
-            p, g, moved, *state = _kernel(_first_steps, impl, alpha)(scores, alpha, tol,
-                                                                      FIRST_STEPS)
-            if bool(moved):
-                x, empty = _kernel(_prepare, impl, alpha)(scores, alpha)
-                u, ur1 = entmax_threshold(x, 1 / (alpha - 1), max_iter - FIRST_STEPS, tol,
-                                          impl, state)
-                p, g = _kernel(_weights, impl, alpha)(u, ur1, alpha, empty)
-        else:
-            x, empty = _kernel(_prepare, impl, alpha)(scores, alpha)
-            u, ur1 = entmax_threshold(x, 1 / (alpha - 1), max_iter, tol, impl)
-            p, g = _kernel(_weights, impl, alpha)(u, ur1, alpha, empty)
-        ctx.impl = impl
-        if isinstance(alpha, Tensor):
-            ctx.save_for_backward(p, g, alpha)
-        else:
-            ctx.save_for_backward(p, g)
-        return p
 
-    @staticmethod
-    def backward(ctx, dp: Tensor):
-        p, g, *alpha = ctx.saved_tensors
-        dp = dp.detach()
-        if alpha and ctx.needs_input_grad[1]:
-            d_scores, d_alpha = _kernel(_grads, ctx.impl, alpha[0])(p, g, dp, alpha[0])
-            return d_scores, d_alpha.sum_to_size(alpha[0].shape), None, None, None
-        d_scores, _ = _kernel(_scores_grad, ctx.impl)(p, g, dp)
-        return d_scores, None, None, None, None
+def _compiled_backward(p: Tensor, g: Tensor, dp: Tensor, alpha: Union[float, Tensor],
+                       alpha_needed: bool):
+    """:func:`.entmax_grad.eager_backward`'s gradients by the compiled kernels."""
+    if alpha_needed:
+        return _kernel(grads, "compiled", alpha)(p, g, dp, alpha)
+    return _kernel(scores_grad, "compiled")(p, g, dp)[0], None
 
 
 def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = -1,
@@ -236,10 +213,9 @@ def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = 
                   impl: str = "torch") -> Tensor:
     """alpha-entmax of ``scores`` along ``dim`` for ``alpha`` in (1, 2] (a number, or a
     tensor broadcastable to ``scores`` with size 1 along ``dim``, e.g. one per head);
-    differentiable in both. A slice with every entry ``-inf`` (every key masked) gets
-    all-zero weights and zero gradients. ``impl``: one of :data:`IMPLS`; compiled, the
-    kernels see the scores as rows (:func:`as_rows`), and a single row or key (a graph
-    of its own for ``torch.compile``) is solved eagerly."""
+    differentiable in both, twice. Special rows as the module docstring says. ``impl``: one
+    of :data:`IMPLS`; compiled, the kernels see the scores as rows (:func:`as_rows`), and a
+    single row or key (a graph of its own for ``torch.compile``) is solved eagerly."""
     if dim not in (-1, scores.dim() - 1):
         scores = scores.transpose(dim, -1)
         if isinstance(alpha, Tensor):
@@ -247,10 +223,11 @@ def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = 
         return entmax_newton(scores, alpha, -1, max_iter, tol, impl).transpose(dim, -1)
     if impl == "compiled" and 1 < scores.size(-1) < scores.numel():
         rows, alphas = as_rows(scores, alpha)
-        return EntmaxNewtonFunction.apply(rows, alphas, max_iter, tol, impl).view_as(scores)
+        solve = partial(newton_solve, max_iter=max_iter, tol=tol, impl=impl)
+        return entmax_function(rows, alphas, solve, _compiled_backward).view_as(scores)
     if not isinstance(alpha, Tensor):
         alpha = float(alpha)
-    return EntmaxNewtonFunction.apply(scores, alpha, max_iter, tol, "torch")
+    return entmax_function(scores, alpha, partial(newton_solve, max_iter=max_iter, tol=tol))
 
 
 def as_rows(scores: Tensor, alpha: Union[float, Tensor]):

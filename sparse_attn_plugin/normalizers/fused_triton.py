@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from ..errors import SettingsError
+from .entmax_grad import entmax_function, scores_grad
 from .entmax_newton import TOLERANCE
 from .triton_cases import ENTMAX15, GENERAL, SOFTMAX, SPARSEMAX
 
@@ -112,35 +113,24 @@ def _rows_of(alpha: Union[float, Tensor], scores: Tensor) -> Tensor:
                       dtype=scores.dtype, device=scores.device)
 
 
-class EntmaxTriton(torch.autograd.Function):
-    """alpha-entmax over the last dim by the Triton kernels; closed-form gradients for the
-    scores and (a tensor) alpha."""
+def _entmax_solve(scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
+                  tol: Optional[float]):
+    """alpha-entmax weights over the last dim by the forward kernel (``g``: not kept)."""
+    forward_kernel, _, _ = _kernels()
+    flat = scores.contiguous()
+    alphas = _rows_of(alpha, flat)
+    probs = torch.empty_like(flat)
+    grid, blocks = _launch(alphas.numel(), flat.size(-1))
+    tol = TOLERANCE.get(flat.dtype, 1e-6) if tol is None else tol
+    forward_kernel[grid](flat, alphas, probs, alphas.numel(), flat.size(-1), max_iter, tol,
+                         KIND=_kind(alpha), **blocks)
+    return probs, None
 
-    @staticmethod
-    def forward(ctx, scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
-                tol: Optional[float]):
-        forward_kernel, _, _ = _kernels()
-        flat = scores.contiguous()
-        alphas = _rows_of(alpha, flat)
-        probs = torch.empty_like(flat)
-        grid, blocks = _launch(alphas.numel(), flat.size(-1))
-        tol = TOLERANCE.get(flat.dtype, 1e-6) if tol is None else tol
-        ctx.kind = _kind(alpha)
-        forward_kernel[grid](flat, alphas, probs, alphas.numel(), flat.size(-1), max_iter, tol,
-                             KIND=ctx.kind, **blocks)
-        ctx.alpha_shape = alpha.shape if isinstance(alpha, Tensor) else None
-        ctx.save_for_backward(probs, alphas)
-        return probs
 
-    @staticmethod
-    def backward(ctx, d_probs: Tensor):
-        probs, alphas = ctx.saved_tensors
-        alpha_grad = ctx.alpha_shape is not None and ctx.needs_input_grad[1]
-        d_scores, d_alpha = _backward(probs, d_probs, alphas, ctx.kind, alpha_grad)
-        if not alpha_grad:
-            return d_scores, None, None, None
-        return d_scores, d_alpha.view(*probs.shape[:-1], 1).sum_to_size(ctx.alpha_shape), \
-            None, None
+def _entmax_backward(probs: Tensor, _g, d_probs: Tensor, alpha: Union[float, Tensor],
+                     alpha_needed: bool):
+    """The closed-form gradients by the backward kernel (``dalpha`` one per row)."""
+    return _backward(probs, d_probs, _rows_of(alpha, probs), _kind(alpha), alpha_needed)
 
 
 class TopKTriton(torch.autograd.Function):
@@ -161,6 +151,8 @@ class TopKTriton(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_probs: Tensor):
         (probs,) = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: softmax's gradient, differentiably
+            return scores_grad(probs, probs, d_probs)[0], None
         return _backward(probs, d_probs, probs, SOFTMAX, False)[0], None
 
 
@@ -174,18 +166,20 @@ def _backward(probs: Tensor, d_probs: Tensor, alphas: Tensor, kind: int, alpha_g
     grid, blocks = _launch(rows, probs.size(-1))
     backward_kernel[grid](probs, d_probs, alphas, d_scores, d_alpha, rows, probs.size(-1),
                           KIND=kind, ALPHA_GRAD=alpha_grad, **blocks)
-    return d_scores, d_alpha
+    return d_scores, d_alpha if alpha_grad else None
 
 
 def entmax_triton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, max_iter: int = 30,
                   tol: Optional[float] = None) -> Tensor:
     """alpha-entmax of ``scores`` over the last dim, ``alpha`` in (1, 2] a number or a
     tensor broadcastable to ``scores`` with size 1 in the last dim (e.g. one per head);
-    differentiable in both. Rows with every entry ``-inf`` get zero weights."""
+    differentiable in both, twice (the second time eagerly). Rows with every entry ``-inf``
+    get zero weights, rows with a NaN or ``+inf`` NaN weights."""
     _check_input(scores)
     if not isinstance(alpha, Tensor):
         alpha = float(alpha)
-    return EntmaxTriton.apply(scores, alpha, max_iter, tol)
+    solve = functools.partial(_entmax_solve, max_iter=max_iter, tol=tol)
+    return entmax_function(scores, alpha, solve, _entmax_backward)
 
 
 def sparsemax_triton(scores: Tensor) -> Tensor:
@@ -200,6 +194,7 @@ def entmax15_triton(scores: Tensor) -> Tensor:
 
 def topk_triton(scores: Tensor, k: int) -> Tensor:
     """Top-k softmax over the last dim (ties at the k-th largest all kept) by the Triton
-    kernels. Rows with every entry ``-inf`` get zero weights."""
+    kernels. Rows with every entry ``-inf`` get zero weights, rows with a NaN or ``+inf``
+    NaN weights."""
     _check_input(scores)
     return TopKTriton.apply(scores, k)

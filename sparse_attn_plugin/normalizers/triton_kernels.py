@@ -28,13 +28,23 @@ def _block(n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 
 @triton.jit
 def _load_scores(S, row_ok, offsets, inside):
-    """The block's scores (``-inf`` past a row's end), each row's largest, and which rows
-    are empty: every key masked, or past the last row. Empty rows are read as zeros
-    (any finite row will do), and their weights are set to zero at the end."""
+    """The block's scores (``-inf`` past a row's end), each row's largest, which rows are
+    empty (every key masked, or past the last row) and which hold a NaN or ``+inf``.
+    Both kinds are read as zeros (any finite row will do); at the end their weights are
+    set to zero and to NaN."""
     s = tl.load(S + offsets, mask=inside, other=float("-inf"))
+    invalid = tl.sum(tl.where((s != s) | (s == float("inf")), 1, 0), axis=1) > 0
+    s = tl.where(invalid[:, None], 0.0, s)
     top = tl.max(s, axis=1)
     empty = (top == float("-inf")) | (row_ok == 0)
-    return tl.where(empty[:, None], 0.0, s), tl.where(empty, 0.0, top), empty
+    return tl.where(empty[:, None], 0.0, s), tl.where(empty, 0.0, top), empty, invalid
+
+
+@triton.jit
+def _store_weights(P, offsets, inside, p, empty, invalid):
+    """``p`` into ``P``, with zeros on empty rows and NaN on rows with a NaN or ``+inf``."""
+    p = tl.where(empty[:, None], 0.0, p)
+    tl.store(P + offsets, tl.where(invalid[:, None], float("nan"), p), mask=inside)
 
 
 @triton.jit
@@ -59,7 +69,7 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
     ``ALPHA`` one per row: safeguarded Newton steps on the threshold until no row of the
     block moves (or ``max_iter``), then ``p = u^r / sum u^r`` (0 on empty rows)."""
     rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
-    s, top, empty = _load_scores(S, row_ok, offsets, inside)
+    s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
     alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(s.dtype)
     r = 1 / (alpha - 1)
     x = (s - top[:, None]) * (alpha - 1)[:, None]
@@ -91,7 +101,7 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
     ur1, _ = _row_powers(u, r, KIND)
     p = ur1 * u
     p = p / tl.sum(p, axis=1)[:, None]
-    tl.store(P + offsets, tl.where(empty[:, None], 0.0, p), mask=inside)
+    _store_weights(P, offsets, inside, p, empty, invalid)
 
 
 @triton.jit
@@ -101,7 +111,7 @@ def topk_forward(S, P, n_rows, n_cols, k,
     (counted with repeats; every unmasked entry where the row has fewer than k; none
     where it has none)."""
     rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
-    s, top, empty = _load_scores(S, row_ok, offsets, inside)
+    s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
     t = top
     count = tl.sum(tl.where(s >= t[:, None], 1, 0), axis=1)
     short = count < k
@@ -112,7 +122,7 @@ def topk_forward(S, P, n_rows, n_cols, k,
         short = (count < k) & (t > float("-inf"))
     e = tl.where(s >= t[:, None], tl.exp(s - top[:, None]), 0.0)
     p = e / tl.sum(e, axis=1)[:, None]
-    tl.store(P + offsets, tl.where(empty[:, None], 0.0, p), mask=inside)
+    _store_weights(P, offsets, inside, p, empty, invalid)
 
 
 @triton.jit
@@ -127,12 +137,14 @@ def backward(P, DP, ALPHA, DS, DALPHA, n_rows, n_cols, KIND: tl.constexpr,
         g = p
     else:
         alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(p.dtype)
+        # g = 0 off the support, NaN where p is (rows of NaN weights get NaN gradients)
         if KIND == SPARSEMAX:
-            g = tl.where(p > 0, 1.0, 0.0).to(p.dtype)
+            g = tl.where(p == 0, 0.0, 1.0).to(p.dtype) + p * 0
         elif KIND == ENTMAX15:
             g = tl.sqrt(p)
         else:
-            g = tl.where(p > 0, tl.exp(tl.log(tl.where(p > 0, p, 1.0)) * (2 - alpha)[:, None]), 0.0)
+            g = tl.where(p == 0, 0.0,
+                         tl.exp(tl.log(tl.where(p == 0, 1.0, p)) * (2 - alpha)[:, None]))
     g_sum = tl.sum(g, axis=1)
     g_sum = tl.where(g_sum > 0, g_sum, 1.0)              # padding rows
     dp_ghat = tl.sum(g * dp, axis=1) / g_sum

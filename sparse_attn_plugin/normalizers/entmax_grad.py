@@ -1,0 +1,109 @@
+"""Closed-form gradients of alpha-entmax from its weights, and the autograd Function that
+pairs any of its solvers (sort, Newton, compiled, Triton) with them.
+
+With ``p = entmax_alpha(s)``, ``g = p^(2 - alpha)`` (zero off the support), ``G = sum g``,
+``g_hat = g / G`` and ``H = sum_j p_j log p_j`` (Peters et al. 2019; Correia et al. 2019,
+"Adaptively Sparse Transformers", appendix)::
+
+    ds     = g * dp - g * sum(g * dp) / G
+    dalpha = r^2 sum_j dp_j (p_j - g_hat_j) - r sum_j dp_j (p_j log p_j - g_hat_j H),
+
+``r = 1 / (alpha - 1)``. Both are functions of the weights alone, so the solver's steps
+need no graph. Written with torch operations on the saved weights (an output of the
+Function) and on ``dp``, the backward is itself differentiable: under ``create_graph=True``
+it runs eagerly, and autograd gives exact second derivatives (Hessian-vector products,
+forward-mode through double backward) wherever the support does not change.
+"""
+
+from typing import Callable, Optional, Union
+
+import torch
+from torch import Tensor
+
+Alpha = Union[float, Tensor]
+
+
+def support_weights(p: Tensor, alpha: Alpha) -> Tensor:
+    """``g = p^(2 - alpha)`` on the support, 0 off it and NaN where ``p`` is NaN; its
+    derivative is finite everywhere (the power is never taken at 0)."""
+    off = p == 0
+    if isinstance(alpha, float) and alpha == 2.0:
+        return (~off).to(p.dtype) + p * 0      # 1 on the support; NaN stays NaN
+    on = torch.where(off, 1.0, p)
+    g = on.sqrt() if isinstance(alpha, float) and alpha == 1.5 else on.pow(2 - alpha)
+    return torch.where(off, 0.0, g)
+
+
+def scores_grad(p: Tensor, g: Tensor, dp: Tensor):
+    """``ds = g dp - g sum(g dp) / sum g``, and ``sum(dp g_hat)`` for the alpha gradient."""
+    gdp = g * dp
+    # sum g >= (1/n)^(2 - alpha) on a row with weights; empty rows (g = 0) get ds = 0
+    dp_ghat = gdp.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(
+        torch.finfo(g.dtype).tiny)
+    return gdp - g * dp_ghat, dp_ghat
+
+
+def alpha_grad(p: Tensor, dp: Tensor, dp_ghat: Tensor, alpha: Tensor) -> Tensor:
+    """Per row, ``r^2 (sum dp p - sum dp g_hat) - r (sum dp p log p - sum dp g_hat * H)``."""
+    r = 1 / (alpha - 1)
+    plogp = p * torch.log(p + (p == 0).to(p.dtype))   # 0 log 0 = 0, and no slow log(0)
+    neg_entropy = plogp.sum(-1, keepdim=True)
+    dp_p = (dp * p).sum(-1, keepdim=True)
+    dp_plogp = (dp * plogp).sum(-1, keepdim=True)
+    return r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
+
+
+def grads(p: Tensor, g: Tensor, dp: Tensor, alpha: Tensor):
+    """Both gradients in one call: ``ds`` and the per-row ``dalpha``."""
+    d_scores, dp_ghat = scores_grad(p, g, dp)
+    return d_scores, alpha_grad(p, dp, dp_ghat, alpha)
+
+
+#: A solver: weights (and ``g``, or None) of float32/float64 scores for an alpha, no graph.
+Solver = Callable[[Tensor, Alpha], tuple]
+#: A fast backward: ``(p, g, dp, alpha, alpha_needed) -> (ds, per-row dalpha or None)``.
+Backward = Callable[..., tuple]
+
+
+def eager_backward(p: Tensor, g: Optional[Tensor], dp: Tensor, alpha: Alpha,
+                   alpha_needed: bool):
+    """The gradients by :func:`grads` (``g`` recomputed from ``p`` when not given)."""
+    g = support_weights(p, alpha) if g is None else g
+    if alpha_needed:
+        return grads(p, g, dp, alpha)
+    return scores_grad(p, g, dp)[0], None
+
+
+class EntmaxFunction(torch.autograd.Function):
+    """alpha-entmax by ``solve`` with the closed-form gradients: by ``backward`` (a fused
+    kernel) in the usual backward pass, eagerly and differentiably under
+    ``create_graph=True``."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, alpha: Alpha, solve: Solver, backward: Backward):
+        p, g = solve(scores.detach(), alpha.detach() if isinstance(alpha, Tensor) else alpha)
+        ctx.fast_backward = backward
+        ctx.alpha = None if isinstance(alpha, Tensor) else alpha
+        ctx.save_for_backward(p, g, *([alpha] if ctx.alpha is None else []))
+        return p
+
+    @staticmethod
+    def backward(ctx, dp: Tensor):
+        p, g, *tensor_alpha = ctx.saved_tensors
+        alpha = tensor_alpha[0] if tensor_alpha else ctx.alpha
+        alpha_needed = bool(tensor_alpha) and ctx.needs_input_grad[1]
+        if torch.is_grad_enabled():      # create_graph: differentiable, from p alone
+            d_scores, d_alpha = eager_backward(p, None, dp, alpha, alpha_needed)
+        else:   # as a plain tensor: no view's base for a compiled kernel to guard on
+            d_scores, d_alpha = ctx.fast_backward(p, g, dp.detach(), alpha, alpha_needed)
+        if d_alpha is not None:
+            d_alpha = d_alpha.reshape(*p.shape[:-1], 1).sum_to_size(alpha.shape)
+        return d_scores, d_alpha, None, None
+
+
+def entmax_function(scores: Tensor, alpha: Alpha, solve: Solver,
+                    backward: Backward = eager_backward) -> Tensor:
+    """alpha-entmax of ``scores`` over the last dim by ``solve``, differentiable in the
+    scores and (a tensor) alpha, twice."""
+    return EntmaxFunction.apply(scores, alpha, solve, backward)
+
