@@ -13,9 +13,11 @@ largest fertility seen, at least 1, without slack). With a ``--sink`` model the 
 not written: fertility lines have exactly as many numbers as the source line has tokens,
 and target words the aligner gives to the sink count for no source word.
 
-Every input is read and checked first; on an error (missing, empty or non-UTF-8 file,
-line counts that differ, an unusable model) one line goes to stderr, the exit status is 1
-and no output is created.
+Every input and output is checked first; on an error (missing, empty or non-UTF-8 file,
+line counts that differ, an unusable model, an output in a folder that does not exist,
+on a folder or on an input) one line goes to stderr, the exit status is 1 and no output
+is created. ``fertility`` writes its two outputs all or nothing: one that cannot be
+written leaves neither.
 """
 
 import argparse
@@ -25,7 +27,7 @@ import warnings
 from pathlib import Path
 
 from ..command_line import CommandParser
-from ..files import InputError, read_lines, write_text_atomic
+from ..files import InputError, atomic_outputs, check_outputs, read_lines, write_text_atomic
 from .aligner import (
     ALIGN_SYMMETRIZATION,
     FERTILITY_SYMMETRIZATION,
@@ -69,6 +71,7 @@ def cmd_train(args):
 
 
 def cmd_align(args):
+    check_outputs({"--out": args.out}, {"--src": args.src, "--tgt": args.tgt})
     src, tgt = read_parallel(args.src, args.tgt)
     links = Aligner.load(args.model).align_batch(src, tgt, args.symmetrize)
     write_text_atomic(args.out, "".join(format_pharaoh(lk) + "\n" for lk in links))
@@ -79,11 +82,14 @@ def cmd_align(args):
 def cmd_fertility(args):
     if args.slack < 0:
         raise InputError(f"--slack must be non-negative, not {args.slack}")
+    check_outputs({"--out-fert": args.out_fert, "--out-guided": args.out_guided},
+                  {"--src": args.src, "--tgt": args.tgt})
     src, tgt = read_parallel(args.src, args.tgt)
     raw = aligner_fertilities(Aligner.load(args.model), src, tgt, args.symmetrize)
     table = guided_fertilities(src, raw)
-    write_text_atomic(args.out_fert, fertility_text(raw, args.slack))
-    write_text_atomic(args.out_guided, guided_text(table))
+    with atomic_outputs([args.out_fert, args.out_guided]) as (fert, guided):
+        fert.write_text(fertility_text(raw, args.slack), encoding="utf-8")
+        guided.write_text(guided_text(table), encoding="utf-8")
     print(f"fertilities of {len(raw)} sentences ({args.symmetrize}, slack {args.slack}) "
           f"written to {args.out_fert}; GUIDED table of {len(table)} types to "
           f"{args.out_guided}", file=sys.stderr)
