@@ -52,14 +52,14 @@ from .comparison.corpus import (
 )
 from .comparison.lenpen import parse_grid, tune_rows
 from .comparison.models import ARCHITECTURES, title
-from .comparison.paired import pair_with_softmax
+from .comparison.paired import UNTESTED, pair_with_softmax
 from .comparison.passed_flags import FlagError, check_rows, split
 from .comparison.report import figures, record_figures, render
 from .comparison.run import Schedule, run_row
 from .comparison.scorers import Scorers
 from .comparison.switch import choices, switch_rows
 from .comparison.translations import keep
-from .pipeline import FairseqFailed
+from .pipeline import STOPPED, FairseqFailed
 
 # Named by __spec__: under `python -m` this module is __main__, outside the progress loggers.
 logger = logging.getLogger(__spec__.name)
@@ -68,13 +68,29 @@ logger = logging.getLogger(__spec__.name)
 #: an epoch at 8 updates/s on 2 CPU cores; softmax's validation loss flattens after
 #: about 800 updates) and with it; ``--model paper``'s, as README's training loop (5
 #: epochs without a better validation loss, no time budget);
-#: ``--smoke`` caps every row at a few hundred updates.
+#: ``--smoke`` stops every row at 200 updates or after 5 minutes of training.
 SCHEDULES = {
     "synthetic": Schedule(patience=3, minutes=1.5, max_update=3000, validate_every=100),
     "data": Schedule(patience=5, minutes=30, max_update=30000),
     "paper": Schedule(patience=5, minutes=None, max_update=100000),
     "smoke": Schedule(patience=1000, minutes=5, max_update=200, validate_every=50),
 }
+SMOKE = SCHEDULES["smoke"]
+#: How the help names each schedule.
+_SCHEDULE_NAMES = {"synthetic": "synthetic", "data": "--data", "paper": "--model paper",
+                   "smoke": "--smoke"}
+
+
+def _defaults(field: str) -> str:
+    """Every schedule's ``field`` for the help: ``synthetic 3000, --data 30000, ...``
+    (none: no time budget; validation after every epoch)."""
+    def value(schedule):
+        given = getattr(schedule, field)
+        return f"{given:g}" if given is not None else (
+            "every epoch" if field == "validate_every" else "none")
+
+    return ", ".join(f"{_SCHEDULE_NAMES[name]} {value(schedule)}"
+                     for name, schedule in SCHEDULES.items())
 
 
 def build_parser() -> CommandParser:
@@ -89,30 +105,35 @@ def build_parser() -> CommandParser:
                         "row of the architecture: "
                         + "; ".join(f"{name}: {', '.join(a.rows)}"
                                     for name, a in ARCHITECTURES.items()) + ")")
-    parser.add_argument("--out", type=Path, help="where the report goes (default: "
-                        "WORK_DIR/report, not committed; the project's own tables are "
-                        "published with --out results/...)")
-    parser.add_argument("--work-dir", type=Path, help="checkpoints and logs, not committed "
-                        "(default: .work/compare/NAME)")
+    parser.add_argument("--out", type=Path, help="the folder the report goes to, created "
+                        "with its parents where missing (default: WORK_DIR/report, not "
+                        "committed; the project's own tables are published with --out "
+                        "results/...)")
+    parser.add_argument("--work-dir", type=Path, help="checkpoints and logs, not committed, "
+                        "created where missing (default: .work/compare/NAME)")
     parser.add_argument("--patience", type=int,
                         help="stop a row after this many validations without a better loss "
-                             "(default: synthetic 3, --data 5, --model paper 5)")
+                             f"(default: {_defaults('patience')})")
     parser.add_argument("--minutes-per-row", type=float,
-                        help="training time budget of each row (default: synthetic 1.5, "
-                             "--data 30, --model paper none)")
+                        help="training time budget of each row (default: "
+                             f"{_defaults('minutes')})")
     parser.add_argument("--max-updates", type=int, help="update cap of each row (default: "
-                        "synthetic 3000, --data 30000, --model paper 100000)")
+                        f"{_defaults('max_update')})")
     parser.add_argument("--validate-every", type=int, metavar="UPDATES",
-                        help="validate every this many updates (default: synthetic 100, "
-                             "--data every epoch)")
+                        help="validate every this many updates (default: "
+                             f"{_defaults('validate_every')})")
     parser.add_argument("--redraw", action="store_true",
                         help="draw the figures the record alone gives (comparison.png, "
                              "training-curves.png, alphas.png) again from --out's "
                              "comparison.json with this code, and nothing else: no "
                              "training, no translation; the report and the record stay")
-    parser.add_argument("--smoke", action="store_true",
-                        help="a check that everything runs: 200 updates a row, validation "
-                             "every 50; the report says so")
+    parser.add_argument("--smoke", action="store_true", help=f"a check that everything "
+                        f"runs: each row stops after {SMOKE.max_update} updates or "
+                        f"{SMOKE.minutes:g} minutes of training, whichever comes first, "
+                        f"validation every {SMOKE.validate_every}; on a busy machine rows "
+                        "may stop at different points, and the report then gives their "
+                        "differences to softmax without a test; the report says it is a "
+                        "smoke run")
     parser.add_argument("--decode-with", metavar="NAME",
                         help="also translate the test splits with every row's best "
                              "checkpoint decoded with normaliser NAME at every site (any "
@@ -182,6 +203,14 @@ def recorded_rows(out: Path) -> dict:
         raise ValueError(f"{path} is not a comparison sparse-attn-compare wrote "
                          f"({type(err).__name__}: {err}); move it away or choose another "
                          "--out") from None
+
+
+def trained(row: dict, schedule: Schedule) -> str:
+    """A finished row as the progress says it: ``BLEU 12.34 after 153 of 200 updates,
+    epoch 2 (time budget ended)``."""
+    epoch = f", epoch {row['epochs']}" if row.get("epochs") else ""
+    return (f"BLEU {row['bleu']['test']:.2f} after {row['updates']} of "
+            f"{schedule.max_update} updates{epoch} ({STOPPED[row['stopped']]})")
 
 
 def _stop(signum, frame):
@@ -287,8 +316,7 @@ def main(argv=None):
                 logger.info(f"{i}/{len(names)} {name}: train, translate, score")
                 rows.append(run_row(name, architecture, corpus, schedule, work / model,
                                     args.seed, scorers, recorded.get(name), passed))
-                logger.info(f"    BLEU {rows[-1]['bleu']['test']:.2f} after "
-                            f"{rows[-1]['updates']} updates ({rows[-1]['stopped']})")
+                logger.info(f"    {trained(rows[-1], schedule)}")
         finally:
             scorers.close()
         switch_rows(rows, args.decode_with, work / model, corpus)
@@ -299,6 +327,9 @@ def main(argv=None):
         pair_with_softmax(rows, work / model, out, corpus.tests)
     except ValueError as err:  # before anything is written to --out
         parser.fail(err)
+    for row in rows:
+        if UNTESTED in row:
+            logger.info(f"no paired test for {row['attention']}: {row[UNTESTED]['why']}")
     translated = keep(names, work / model, out, corpus.tests)
 
     command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])

@@ -41,6 +41,22 @@ def device_flags() -> List[str]:
     return [] if torch.cuda.is_available() else ["--cpu"]
 
 
+#: fairseq-train flags that fail where no GPU is visible (fairseq 0.12 with --cpu:
+#: ``--fp16`` asserts CUDA, the bf16 ones look for a TPU); ``--amp`` and
+#: ``--memory-efficient-fp16`` train there, and fairseq-generate takes all of them.
+GPU_ONLY_TRAINING = ("--fp16", "--bf16", "--memory-efficient-bf16")
+
+
+def cpu_refusal(train_flags: Sequence[str]) -> Optional[str]:
+    """Why fairseq-train cannot run with ``train_flags`` on this machine (a flag of
+    :data:`GPU_ONLY_TRAINING` where no GPU is visible), in one line; None where it can."""
+    named = [flag for flag in train_flags if flag.split("=")[0] in GPU_ONLY_TRAINING]
+    if not named or not device_flags():
+        return None
+    return (f"fairseq-train cannot train with {named[0]} without a GPU, and this machine "
+            "shows none (torch.cuda.is_available() is False)")
+
+
 def fairseq_command(name: str) -> List[str]:
     """The fairseq console script of the running interpreter's environment."""
     return [str(Path(sys.executable).with_name(name))]
@@ -52,8 +68,9 @@ class TrainResult:
     words_per_second: Optional[float]  # median over logging intervals (epochs if none);
     # None when a resumed run had nothing left to train
     valid_loss: Optional[float]  # last validation, base 2 as fairseq prints it
-    updates: int
+    updates: int  # what the log records at the end (:func:`trained_length`), resumptions too
     log: Path
+    epochs: Optional[int] = None  # the epoch of the last update (:func:`trained_length`)
 
 
 class FairseqFailed(SparseAttnError, RuntimeError):
@@ -104,7 +121,7 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
         stale.unlink()
     log = save_dir / "train.log"
     cmd = [*fairseq_command("fairseq-train"), *train_arguments(data, save_dir, flags, max_update)]
-    wps, epoch_wps, valid_loss, updates = [], [], None, 0
+    wps, epoch_wps, valid_loss = [], [], None
     started, intervals = time.perf_counter(), []  # (seconds, updates) at each interval
 
     def tell_speed() -> None:
@@ -125,8 +142,7 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
                 if kind == "train_inner":
                     wps.append(float(record["wps"]))
                     bar.update(int(record["num_updates"]) - bar.n)
-                    updates = int(record["num_updates"])
-                    intervals.append((time.perf_counter(), updates))
+                    intervals.append((time.perf_counter(), bar.n))
                     if on_speed and len(intervals) > 1 \
                             and intervals[-1][0] - started >= SPEED_PROBE_S:
                         tell_speed()
@@ -134,14 +150,16 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
                 elif kind == "valid":
                     valid_loss = float(record["valid_loss"])
                 elif kind == "train":
-                    updates = int(record["train_num_updates"])
                     epoch_wps.append(float(record["train_wps"]))
         except BaseException:
             proc.kill()
             proc.wait()
             raise
-        bar.update(max_update - bar.n)
-    if proc.wait() != 0:
+        code = proc.wait()
+        out.flush()
+        updates, epochs = trained_length(log)
+        _show_end(bar, updates, "failed" if code else ended(log, flags))
+    if code != 0:
         _fail("fairseq-train", log)
     if on_speed and len(intervals) > 1:
         tell_speed()
@@ -151,7 +169,42 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
     if not wps and fresh:
         raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
     return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps) if wps else None,
-                       valid_loss, updates, log)
+                       valid_loss, updates, log, epochs)
+
+
+def _show_end(bar: tqdm, updates: int, why: str) -> None:
+    """Leave ``bar`` at the updates that ran, of the cap it counts to, with why training
+    ended (``153/200 upd, time budget of 5 min ended``), never at a cap not reached."""
+    bar.update(updates - bar.n)
+    bar.set_postfix_str(why)
+
+
+def ended(log: Path, flags: Sequence[str]) -> str:
+    """Why the last run of a ``train.log`` stopped (:data:`STOPPED`), naming the time
+    budget's minutes where ``flags`` (fairseq-train's) set one."""
+    reason = stop_reason(log)
+    if reason == "time budget" and "--stop-time-hours" in flags:
+        minutes = 60 * float(flags[list(flags).index("--stop-time-hours") + 1])
+        return f"time budget of {float(f'{minutes:.3g}'):g} min ended"
+    return STOPPED[reason]
+
+
+def trained_length(log: Path) -> Tuple[int, Optional[int]]:
+    """``(updates, epoch)`` a ``train.log`` records at its end, every run appended to it
+    counted: the last update fairseq logged (training, end-of-epoch or validation
+    record) and the epoch it fell in (None where no record names one; the last epoch
+    may be partial)."""
+    updates, epoch = 0, None
+    for line in Path(log).read_text(errors="replace").splitlines():
+        match = _JSON_LOG.search(line)
+        if not match:
+            continue
+        record = json.loads(match.group(2))
+        prefix = "" if match.group(1) == "train_inner" else f"{match.group(1)}_"
+        updates = max(updates, int(float(record.get(f"{prefix}num_updates", 0))))
+        if "epoch" in record:
+            epoch = max(epoch or 0, int(record["epoch"]))
+    return updates, epoch
 
 
 def validation_curve(log: Path) -> List[Tuple[int, float]]:
@@ -170,6 +223,9 @@ def validation_curve(log: Path) -> List[Tuple[int, float]]:
 _STOPS = (("early stop since valid performance hasn't improved", "converged"),
           ("Stopping training due to cumulative_training_time", "time budget"))
 _DONE = "done training in"
+#: How a table or a progress bar says each :func:`stop_reason`.
+STOPPED = {"converged": "converged", "time budget": "time budget ended",
+           "cap": "update cap reached"}
 
 
 def stop_reason(log: Path) -> str:

@@ -41,7 +41,7 @@ from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 from . import pipeline
 from .checkpoint_averaging import AveragingError, average_last
 from .pipeline import device_flags
-from .reproduction.batch import BatchError, keep_batch
+from .reproduction.batch import BatchError, keep_batch, where
 from .reproduction.config import (
     DEFAULT_METRICS,
     ConfigError,
@@ -180,11 +180,12 @@ def training_runs(rows: List[dict]) -> List[tuple]:
 
 def plan(config: dict, rows: List[dict], datas: Dict[Optional[str], Path], smoke: bool,
          updates: Optional[int]) -> List[str]:
-    """What the run will do, said before it trains: each training, how long it lasts and
-    the tokens it reads (its batch per update, or its corpus's target tokens per epoch),
-    and how many decodings follow."""
+    """What the run will do, said before it trains: where it trains, each training, how
+    long it lasts and the tokens it reads (its batch per update, or its corpus's target
+    tokens per epoch), and how many decodings follow."""
     runs = training_runs(rows)
-    lines = [f"plan: {len(runs)} trainings, then {len({row['key'] for row in rows})} decodings"]
+    lines = [f"plan: {len(runs)} trainings {where()}, then "
+             f"{len({row['key'] for row in rows})} decodings"]
     for name, model, _, corpus, _ in runs:
         budget = training_budget(config, smoke, corpus, updates)
         if training_length(config, smoke, corpus, updates)[1] == "epochs":
@@ -420,8 +421,8 @@ def main(argv=None):
                              "its `data`); repeatable")
     parser.add_argument("--updates", type=int, help="training updates per model "
                                                     "(default: the config's)")
-    parser.add_argument("--work-dir", type=Path, help="checkpoints and logs "
-                                                      "(default: .work/<name>[-smoke])")
+    parser.add_argument("--work-dir", type=Path, help="checkpoints and logs, created where "
+                        "missing (default: .work/<name>[-smoke])")
     parser.add_argument("--table", action="append", default=[], metavar="TEXT",
                         help="run only the tables whose title contains TEXT (case ignored; "
                              "repeatable): e.g. --table 'Table 1: BLEU, IWSLT14' needs only "
@@ -431,9 +432,9 @@ def main(argv=None):
                              "--train-flags=--fp16 (the config is not edited)")
     parser.add_argument("--generate-flags", default="", metavar="'FLAGS'",
                         help="added to every fairseq-generate, e.g. --generate-flags=--fp16")
-    parser.add_argument("--out", type=Path, help="where the report goes (default: "
-                        "WORK_DIR/report, not committed; the project publishes with "
-                        "--out results/<name>)")
+    parser.add_argument("--out", type=Path, help="the folder the report goes to, created "
+                        "with its parents where missing (default: WORK_DIR/report, not "
+                        "committed; the project publishes with --out results/<name>)")
     args = parser.parse_args(argv)
     try:
         added = shlex.split(args.train_flags), shlex.split(args.generate_flags)
@@ -448,8 +449,10 @@ def main(argv=None):
     if args.updates is not None and args.updates < 1:
         parser.error("--updates must be positive")
     rows = [row for _, table_rows in resolve_tables(config, args.smoke) for row in table_rows]
+    refusal = pipeline.cpu_refusal(added[0])
     problem = (averaging_problem(config, args.smoke, args.updates)
-               or batch_problem(config, rows, args.smoke))
+               or batch_problem(config, rows, args.smoke)
+               or (refusal and f"--train-flags {args.train_flags!r}: {refusal}"))
     if problem:
         parser.error(problem)
     name = config["name"]

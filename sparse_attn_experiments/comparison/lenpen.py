@@ -16,7 +16,8 @@ keeps the comparison fair.
 The record, :data:`KEY` of a row: ``{"grid": [penalty, ...], "valid": {penalty: BLEU},
 "lenpen": chosen, "bleu": {split: BLEU}, "length_ratio": {split: hyp/ref},
 "vs_softmax": {split: PairedBleu.record()}}`` (penalties as ``str``, JSON's keys;
-``vs_softmax`` on every row but softmax's, where both were tuned).
+``vs_softmax`` on every row but softmax's, where both were tuned; ``vs_softmax_untested``,
+as :data:`.paired.UNTESTED`, instead where the two trained to different points).
 """
 
 from pathlib import Path
@@ -27,10 +28,12 @@ from sparse_attn_plugin.evaluation.significance import paired_bootstrap
 from sparse_attn_plugin.files import read_lines
 
 from .corpus import Corpus
-from .paired import still_matches
+from .paired import still_matches, stopped_apart, untested
 from .run import generate_flags_here, save_row, translate
 
 KEY = "tuned_lenpen"
+#: The key, in place of ``vs_softmax``, of a row trained to another point than softmax's.
+UNTESTED = "vs_softmax_untested"
 
 
 def parse_grid(text: str) -> List[str]:
@@ -108,20 +111,26 @@ def tune_rows(rows: Sequence[dict], grid: Optional[Sequence[str]], work: Path,
 def _pair_with_softmax(rows: Sequence[dict], work: Path, corpus: Corpus) -> None:
     """Each tuned row's ``vs_softmax``: from both rows' translations at their tuned
     penalties where the work folder holds them, else the recorded one while it matches
-    the two rows' tuned BLEU, else none."""
-    base = next((row[KEY] for row in rows if row["attention"] == "softmax" and KEY in row),
-                None)
+    the two rows' tuned BLEU, else none; ``vs_softmax_untested`` instead for a row
+    trained to another point than softmax's (:func:`.paired.stopped_apart`)."""
+    softmax = next((row for row in rows if row["attention"] == "softmax" and KEY in row),
+                   None)
+    base = softmax[KEY] if softmax else None
     for row in rows:
         record = row.get(KEY)
         if not record or row["attention"] == "softmax":
             continue
+        record = {k: v for k, v in record.items() if k not in ("vs_softmax", UNTESTED)}
+        why = stopped_apart(row, softmax) if softmax else None
+        if why:
+            row[KEY] = {**record, UNTESTED: untested(why, record["bleu"], base["bleu"])}
+            continue
         paired = _from_logs(row["attention"], record, base, work, corpus) if base else None
-        held = record.get("vs_softmax")
+        held = row[KEY].get("vs_softmax")
         if paired is None and base and held and still_matches(held, record["bleu"],
                                                                base["bleu"]):
             paired = held
-        row[KEY] = {**record, "vs_softmax": paired} if paired else {
-            k: v for k, v in record.items() if k != "vs_softmax"}
+        row[KEY] = {**record, "vs_softmax": paired} if paired else record
 
 
 def _from_logs(name: str, record: dict, base: dict, work: Path,

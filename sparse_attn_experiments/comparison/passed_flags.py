@@ -6,7 +6,8 @@ They are checked for every row before anything runs, and refused in one line, ne
 passed on to override the comparison silently: a flag the comparison sets itself (its
 architecture, stopping rule, seed, attention, decoding, files), named with the option of
 ours that sets it where there is one; a flag the fairseq command does not know, or a
-value it refuses, in fairseq's words.
+value it refuses, in fairseq's words; a training flag that needs a GPU where none is
+visible (``--fp16`` on a CPU: :func:`.pipeline.cpu_refusal`).
 """
 
 import contextlib
@@ -106,6 +107,9 @@ def check_rows(passed: Tuple[List[str], List[str]], architecture: Architecture, 
     """:func:`check` the flags ``passed`` on (to fairseq-train, to fairseq-generate) against
     each row's commands as :mod:`.run` builds them (``--lenpen`` too where ``tuning``)."""
     train, generate = passed
+    refusal = pipeline.cpu_refusal(train)
+    if refusal:
+        raise FlagError(f"--train-flags {shlex.join(train)!r}: {refusal}")
     for name in rows:
         own_train, own_generate = row_flags(architecture, name, schedule, seed)
         if train:

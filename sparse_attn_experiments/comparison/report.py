@@ -10,10 +10,13 @@ from sparse_attn_plugin.evaluation.significance import describe
 from sparse_attn_plugin.results_io import markdown_table
 from sparse_attn_plugin.sites import SITES
 
+from ..pipeline import STOPPED
 from ..provenance import describe_machine, git_commit, provenance_header
 from .corpus import Corpus
 from .lenpen import KEY as TUNED
+from .lenpen import UNTESTED as TUNED_UNTESTED
 from .paired import KEY as PAIRED
+from .paired import UNTESTED
 from .published import published_rows
 from .switch import KEY as SWITCHED
 from .translations import FOLDER
@@ -22,8 +25,11 @@ from .translations import FOLDER
 #: name theirs: :data:`.published.PUBLISHED_DROP`).
 DROP_COLUMN = f"DROP ({DROP_SYMMETRIZATION})"
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
-STOPPED = {"converged": "converged", "time budget": "time budget ended",
-           "cap": "update cap reached"}
+#: What the paired tables say where rows trained to different points (.paired.UNTESTED).
+APART_NOTE = ("A row that did not train to the same point as softmax (another number of "
+              "updates, chosen by the time budget or another update cap, or an update cap "
+              "met before the other converged) gets its difference with the reason and no "
+              "test: the gap is partly the training length, not only the attention.")
 
 
 def _machine(row, here: str) -> str:
@@ -110,22 +116,34 @@ def paired_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
     """Each row's BLEU minus softmax's on every test split, with the paired bootstrap's
     95% interval and p-value; empty where no row has one."""
     others = [r for r in rows if r["attention"] != "softmax"]
-    if not any(PAIRED in r for r in others):
+    if not any(PAIRED in r or UNTESTED in r for r in others):
         return ""
-    first = next(r[PAIRED] for r in others if PAIRED in r)
-    resamples = next(iter(first.values()))["resamples"]
+    first = next((r[PAIRED] for r in others if PAIRED in r), None)
+
+    def cell(row, test):
+        if UNTESTED in row:
+            return untested_cell(row[UNTESTED], test)
+        return describe(row[PAIRED][test]) if PAIRED in row else "n/a (translations not kept)"
 
     return (
-        "\nBLEU minus softmax's on the same sentences: the difference, its 95% interval and "
-        f"two-sided p-value by paired bootstrap resampling of the test sentences ({resamples} "
-        "draws; Koehn 2004). It says how much a difference depends on which sentences the "
-        "test set holds, not how it varies from seed to seed; an interval that holds 0 "
-        "leaves the two rows unresolved on that split.\n\n"
+        "\nBLEU minus softmax's on the same sentences"
+        + (": the difference, its 95% interval and two-sided p-value by paired bootstrap "
+           "resampling of the test sentences "
+           f"({next(iter(first.values()))['resamples']} draws; Koehn 2004). It says how "
+           "much a difference depends on which sentences the test set holds, not how it "
+           "varies from seed to seed; an interval that holds 0 leaves the two rows "
+           "unresolved on that split." if first else ".")
+        + (f" {APART_NOTE}" if any(UNTESTED in r for r in others) else "") + "\n\n"
         + markdown_table(
             ["attention", *(f"BLEU {corpus.tests[t]} - softmax" for t in corpus.tests)],
-            [[titles[r["attention"]],
-              *(describe(r[PAIRED][t]) if PAIRED in r else "n/a (translations not kept)"
-                for t in corpus.tests)] for r in others]) + "\n")
+            [[titles[r["attention"]], *(cell(r, t) for t in corpus.tests)] for r in others])
+        + "\n")
+
+
+def untested_cell(record: dict, test: str) -> str:
+    """A :data:`.paired.UNTESTED` record as a table cell: ``+2.41, no test (entmax15
+    trained 200 updates (update cap reached), softmax 153 (time budget ended))``."""
+    return f"{record['difference'][test]:+.2f}, no test ({record['why']})"
 
 
 def switch_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
@@ -189,8 +207,9 @@ def lenpen_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
 
     def cell(record, test):
         text = f"{record['bleu'][test]:.2f} ({record['length_ratio'][test]:.3f})"
-        paired = record.get("vs_softmax")
-        return text + (f"; {describe(paired[test])}" if paired else "")
+        paired, apart = record.get("vs_softmax"), record.get(TUNED_UNTESTED)
+        return text + (f"; {describe(paired[test])}" if paired else
+                       f"; {untested_cell(apart, test)}" if apart else "")
 
     return (
         "\nBeam search's length penalty tuned on the validation split for every row alike "
@@ -200,7 +219,9 @@ def lenpen_table(rows: Sequence[dict], titles: dict, corpus: Corpus) -> str:
         "penalty (hyp/ref) and its difference to softmax's at softmax's own tuned "
         "penalty, with its 95% interval and p-value (paired bootstrap). A row that trails "
         "softmax above and not here lost its gap to where beam search ends its "
-        "sentences, not to what it translates.\n\n"
+        "sentences, not to what it translates."
+        + (f" {APART_NOTE}" if any(TUNED_UNTESTED in r[TUNED] for r in tuned) else "")
+        + "\n\n"
         + markdown_table(
             ["attention", "lenpen (valid BLEU)",
              *(f"BLEU {corpus.tests[t]} (hyp/ref); - softmax" for t in corpus.tests)],
@@ -287,7 +308,8 @@ def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
             "seed-to-seed differences are: read a gap of about 1 BLEU or less as unresolved."
             + (" The paired bootstrap under the table says which gaps are larger than the "
                "choice of test sentences could make." if any(PAIRED in r for r in rows)
-               else ""))
+               else "")
+            + _apart(rows))
     text += _gap_trends(rows, still_improving=bool(still))
     if corpus.title == "the synthetic corpus":
         text += (" The synthetic corpus is a made-up language pair (a fixed lexicon, "
@@ -296,6 +318,17 @@ def _reading(rows: Sequence[dict], corpus: Corpus) -> str:
                  "the method learns to align and translate it, not how it does on real text "
                  "(`results/multi30k/` is the comparison on real language).")
     return text
+
+
+def _apart(rows: Sequence[dict]) -> str:
+    """A sentence naming the rows trained to another point than softmax's, whose
+    differences carry no test; empty where there are none."""
+    apart = [r["attention"] for r in rows if UNTESTED in r]
+    if not apart:
+        return ""
+    return (f" {', '.join(apart)} trained to another point than softmax (see the updates "
+            "column): their BLEU differences to it are given without a test, since the "
+            "training length made part of them.")
 
 
 def loss_gaps(row: dict, base: dict) -> List[Tuple[int, float]]:

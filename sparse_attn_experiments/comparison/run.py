@@ -116,8 +116,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     if not trained:
         result = pipeline.train(corpus.data, folder, train_flags, schedule.max_update,
                                 desc=f"{name:>12} train", fresh=False, skip_first_interval=True)
-        trained = {"updates": max([result.updates, *(u for u, _ in
-                                                     pipeline.validation_curve(result.log))]),
+        trained = {"updates": result.updates, "epochs": result.epochs,
                    "train_words_per_second": result.words_per_second,
                    "stopped": pipeline.stop_reason(result.log), "machine": describe_machine(),
                    "commit": git_commit()}
@@ -152,8 +151,9 @@ def _fill_in(row: dict, folder: Path, corpus: Corpus, scorers) -> bool:
     return filled
 
 
-#: What ``trained.json`` holds: how the training went.
-_TRAINED = ("updates", "train_words_per_second", "stopped", "machine", "commit")
+#: What ``trained.json`` holds: how the training went (``updates`` and ``epochs``: how far
+#: it went, as fairseq's log records it, :func:`pipeline.trained_length`).
+_TRAINED = ("updates", "epochs", "train_words_per_second", "stopped", "machine", "commit")
 
 
 def _seed(folder: Path, recorded: dict) -> None:

@@ -3,7 +3,8 @@
 fairseq-train's batch per update is ``B x F x W``: ``B`` = ``--max-tokens`` (tokens per
 GPU batch; ``--batch-size``, sentences, where no ``--max-tokens`` is given), ``F`` =
 ``--update-freq`` (batches accumulated per update) and ``W`` = the world size (one
-process per GPU: ``--distributed-world-size``, else every visible GPU). A config's
+process per GPU: ``--distributed-world-size``, else every visible GPU, or one process
+on the CPU where none is visible). A config's
 flags are the paper's per-GPU settings for its ``G`` GPUs (the config's ``batch``), so
 on ``W`` GPUs the paper's ``B x F x G`` is kept with ``F' = F G / W``, which must be a
 whole number: Zhao et al.'s WMT14 En-De, 3584 tokens x 32 x 4 GPUs, trains with
@@ -22,16 +23,29 @@ class BatchError(SparseAttnError, ValueError):
 
 
 def visible_gpus() -> int:
-    """The world size fairseq-train defaults to: every visible GPU, at least 1."""
+    """The GPUs fairseq-train sees (0 where none: it then trains in one CPU process)."""
     import torch
 
-    return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def world_size(flags: List[str]) -> int:
-    """Training processes of fairseq-train run with ``flags``."""
+    """Training processes of fairseq-train run with ``flags``: every visible GPU, or one
+    on the CPU."""
     given = flag_value(flags, "--distributed-world-size")
-    return int(given) if given else visible_gpus()
+    return int(given) if given else max(1, visible_gpus())
+
+
+def where() -> str:
+    """Where the trainings run, as the plan says it: ``on 2 GPUs (NAME)``, or ``on the
+    CPU (no GPU visible)``."""
+    import torch
+
+    count = visible_gpus()
+    if not count:
+        return "on the CPU (no GPU visible)"
+    name = f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else ""
+    return f"on {_gpus(count)}{name}"
 
 
 def _update_freq(flags: List[str]) -> int:
@@ -55,19 +69,25 @@ def keep_batch(flags: List[str], paper_gpus: Optional[int]) -> Tuple[List[str], 
         if freq * paper_gpus % world:
             raise BatchError(
                 f"the paper's batch ({size} {unit} x update-freq {freq} x {_gpus(paper_gpus)}) "
-                f"cannot be kept on {_gpus(world)}: update-freq {freq * paper_gpus}/{world} is "
+                f"cannot be kept on {_workers(world)}: update-freq {freq * paper_gpus}/{world} is "
                 "not a whole number; train on a number of GPUs that divides "
                 f"{freq * paper_gpus} (--distributed-world-size, CUDA_VISIBLE_DEVICES)")
         paper = f" (the paper's: {_gpus(paper_gpus)} x update-freq {freq})"
         freq = freq * paper_gpus // world
         flags = _without(flags, "--update-freq") + ["--update-freq", str(freq)]
     total = f"{int(size) * freq * world:,}" if size.isdigit() else "?"
-    return flags, (f"{size} {unit} x update-freq {freq} x {_gpus(world)} = {total} {unit} "
-                   f"per update{paper}")
+    return flags, (f"{size} {unit} x update-freq {freq} x {_workers(world)} = {total} "
+                   f"{unit} per update{paper}")
 
 
 def _gpus(count: int) -> str:
     return f"{count} GPU" + ("s" if count > 1 else "")
+
+
+def _workers(count: int) -> str:
+    """``count`` training processes: GPUs, or CPU processes where no GPU is visible."""
+    return _gpus(count) if visible_gpus() else f"{count} CPU process" + (
+        "es" if count > 1 else "")
 
 
 def _without(flags: List[str], name: str) -> List[str]:

@@ -544,7 +544,8 @@ def test_attention_parameters_count_every_attention_site(tmp_path, synthetic_bin
     assert reproduce.attention_parameters(tmp_path / "checkpoint.pt") == expected > 0
 
 
-def test_the_time_estimate_of_trainings_that_end_by_epochs_counts_their_tokens(synthetic_bin):
+def test_the_time_estimate_of_trainings_that_end_by_epochs_counts_their_tokens(synthetic_bin,
+                                                                               monkeypatch):
     """Malaviya et al.'s models train 13 epochs: at W target tokens/s, 13 x the training
     target tokens / W each; the run's --updates makes them end by updates instead."""
     config = reproduction_config.load_config(MALAVIYA)
@@ -558,8 +559,48 @@ def test_the_time_estimate_of_trainings_that_end_by_epochs_counts_their_tokens(s
     assert 5 < minutes < 90 and f"the 2 trainings take about {minutes:.0f} minutes here" in line
     assert "under a minute" in reproduce.time_estimate(config, runs, datas, False, 20, 1.0, 10.0)
     # the plan says so before training
+    monkeypatch.setattr(batch, "visible_gpus", lambda: 0)  # what a CPU-only machine says
     rows = [row for _, table in reproduction_config.resolve_tables(config, False) for row in table]
     plan = reproduce.plan(config, rows, dict.fromkeys([None, "ja-en", "ro-en"], synthetic_bin),
                           False, None)
-    assert plan[0] == "plan: 22 trainings, then 28 decodings"
+    assert plan[0] == "plan: 22 trainings on the CPU (no GPU visible), then 28 decodings"
     assert f"  train 'softmax': 13 epochs of {target:,} target tokens each" in plan
+
+
+def test_the_plan_says_what_it_trains_on_and_gpu_flags_are_refused_on_a_cpu(
+        tmp_path, monkeypatch, capsys, synthetic_bin):
+    """The plan names the GPUs it trains on, or the CPU where none is visible (never "x 1
+    GPU" there); ``--train-flags=--fp16`` where no GPU is visible stops the command as typed
+    before anything is written, in one line; --help says --out is created."""
+    import subprocess
+
+    import torch
+
+    config = reproduction_config.load_config(CONFIG)
+    rows = [row for _, table in reproduction_config.resolve_tables(config, True) for row in table]
+    datas = {None: synthetic_bin}
+    monkeypatch.setattr(batch, "visible_gpus", lambda: 0)
+    cpu = reproduce.plan(config, rows, datas, True, None)
+    assert cpu[0].startswith("plan: 4 trainings on the CPU (no GPU visible), then ")
+    assert all("GPU" not in line for line in cpu[1:])
+    assert "x update-freq 1 x 1 CPU process = " in cpu[1]
+    monkeypatch.setattr(batch, "visible_gpus", lambda: 2)
+    gpus = reproduce.plan(config, rows, datas, True, None)
+    assert gpus[0].startswith("plan: 4 trainings on 2 GPUs, then ")
+    assert "x update-freq 1 x 2 GPUs = " in gpus[1]
+    monkeypatch.undo()
+
+    typed = [str(REPO / ".venv" / "bin" / "sparse-attn-reproduce"), str(CONFIG), "--smoke",
+             "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")]
+    if not torch.cuda.is_available():
+        refused = subprocess.run([*typed, "--train-flags=--fp16 --update-freq 2"],
+                                 capture_output=True, text=True, cwd=tmp_path)
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == (
+            "sparse-attn-reproduce: error: --train-flags '--fp16 --update-freq 2': "
+            "fairseq-train cannot train with --fp16 without a GPU, and this machine shows "
+            "none (torch.cuda.is_available() is False) (see sparse-attn-reproduce --help)\n")
+        assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
+    shown = subprocess.run([typed[0], "--help"], capture_output=True, text=True)
+    assert "the folder the report goes to, created with its parents where missing" in " ".join(
+        shown.stdout.split())

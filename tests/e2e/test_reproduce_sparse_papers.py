@@ -386,6 +386,7 @@ def test_one_table_needs_only_its_corpus_and_says_its_plan_first(tmp_path, monke
     """Zhao et al.'s IWSLT14 Table 1 alone: no En-Vi or WMT14 corpus is asked for, only
     its two models train (three seeds each, the best chosen), and the run says so first."""
     trained, generated = [], []
+    monkeypatch.setattr(batch, "visible_gpus", lambda: 0)  # what a CPU-only machine says
     monkeypatch.setattr(pipeline, "train", fake_train(trained))
     monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
 
@@ -397,9 +398,9 @@ def test_one_table_needs_only_its_corpus_and_says_its_plan_first(tmp_path, monke
                     "--data", synthetic_bin,
                     "--updates", "3", "--work-dir", tmp_path / "work", "--out", tmp_path / "out"])
     printed = capsys.readouterr().out
-    assert "plan: 6 trainings, then 2 decodings" in printed
-    assert "train 'softmax [seed 1]': 3 updates of 4000 tokens x update-freq 4 x 1 GPU = " \
-           "16,000 tokens per update" in printed
+    assert "plan: 6 trainings on the CPU (no GPU visible), then 2 decodings" in printed
+    assert "train 'softmax [seed 1]': 3 updates of 4000 tokens x update-freq 4 x 1 CPU " \
+           "process = 16,000 tokens per update" in printed
     assert printed.index("plan:") < printed.index("1/6 train")
     # 6 trainings x 3 updates at the fake's 0.5 updates/s
     assert "estimate: the 6 trainings take under a minute here, at the 0.50 updates/s and " \
