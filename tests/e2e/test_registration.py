@@ -60,3 +60,17 @@ def test_file_commands_start_without_torch_or_fairseq(module):
     loaded = python(f"import sys, {module}\nprint(sorted({{'torch', 'fairseq'}} & "
                     "set(sys.modules)))")
     assert loaded.strip() == "[]", f"{module} imports {loaded.strip()}"
+
+
+def test_importing_the_plugin_after_torch_lets_torch_load_a_fairseq_checkpoint(alpha_run):
+    """README: ``import torch, sparse_attn_plugin`` and torch >= 2.6's weights-only
+    ``torch.load`` reads a fairseq checkpoint (its ``argparse.Namespace`` allow-listed),
+    without importing fairseq; torch alone refuses it (issue 44: it did until
+    ``register()``)."""
+    load = f"torch.load({str(alpha_run / 'checkpoint_last.pt')!r})\n"
+    loaded = python("import sys, torch, sparse_attn_plugin\n" + load +
+                    "print(sorted(m for m in sys.modules if m.split('.')[0] == 'fairseq'))")
+    assert loaded.strip() == "[]"
+    refused = subprocess.run([sys.executable, "-c", "import torch\n" + load], cwd=REPO,
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "argparse.Namespace" in refused.stderr
