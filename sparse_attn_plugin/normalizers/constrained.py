@@ -24,10 +24,11 @@ Algorithms (vectorised, no loop over rows):
   hides ``log u_i``); then the free keys get
   ``p_i = (1 - sum_S u) softmax(z over the free keys)_i``.
 * csparsemax: ``sum_j clip(z_j - tau, 0, u_j)`` is piecewise linear in tau with
-  breakpoints ``z_j`` and ``z_j - u_j``. One stable sort of the ``2n`` breakpoints and a
+  breakpoints ``z_j`` and ``z_j - u_j``. One sort of the ``2n`` breakpoints and a
   prefix sum of slope x gap (the gap between a key's two breakpoints is ``u_j`` itself,
   not a difference of large numbers) give its value at each breakpoint, hence the
-  breakpoints above tau: the free set ``A = {0 < p < u}`` and upper set ``R = {p = u}``.
+  breakpoints above tau: the free set ``A = {0 < p < u}`` (one of the key's two
+  breakpoints above tau) and upper set ``R = {p = u}`` (both).
   tau is solved on them relative to the top free score ``r``:
   ``tau - r = (sum_A (z - r) + sum_R u - 1) / |A|``.
 
@@ -41,8 +42,8 @@ Gradients (closed form, for both ``z`` and ``u``; ``g`` is the upstream gradient
 with ``m = 0`` when there is no free key. The backward passes are written in torch
 operations on the saved weights ``p`` and on ``g``, so they are differentiable again:
 second derivatives (double backward, ``torch.autograd.functional.jvp``/``hvp``) are
-exact away from the kinks where a key changes set (csparsemax's are 0 there: it is
-piecewise linear).
+exact away from the kinks where a key changes set (csparsemax, piecewise linear, has
+second derivative 0 there).
 
 Special inputs, row by row (a row is the keys of one query):
 
@@ -54,9 +55,10 @@ Special inputs, row by row (a row is the keys of one query):
 * a NaN or ``+inf`` score, or a NaN or negative (``-inf`` too) bound on an unmasked key,
   makes the whole row NaN, weights and gradients (as ``torch.softmax`` does for
   non-finite scores, so fp16 loss scalers see it); other rows are unaffected;
-* scores must be floating point (else TypeError); half precision is computed in float32
-  and returned in float32, as :func:`.base.guarded` does; an empty last dimension gives
-  an empty result.
+* scores must be floating point (else TypeError); the weights have the scores' dtype,
+  except that half precision is computed in float32 and returned in float32, as
+  :func:`.base.guarded` does (the bounds are cast to it); an empty last dimension gives an
+  empty result.
 
 Feasibility: weights ``0 <= p <= u`` summing to 1 exist iff the bounds are
 non-negative and sum to at least 1 over the unmasked keys. With ``check=True`` a row
@@ -80,6 +82,7 @@ from torch import Tensor, nn
 from torch.autograd import Function
 
 from ..errors import SparseAttnError
+from .base import at_least_float32
 
 #: ``check=True`` accepts bound sums down to ``1 - FEASIBILITY_TOL`` (rounding slack:
 #: bounds ``f - beta`` from float32 cumulative attention rarely sum to exactly 1).
@@ -94,55 +97,44 @@ class InfeasibleBounds(SparseAttnError, ValueError):
 
 
 def _prepare(name: str, scores: Tensor, upper: Tensor):
-    """Check the dtypes, broadcast to one shape and compute in float32 or wider."""
+    """Check the dtypes, broadcast to one shape and compute in the scores' dtype, float32
+    for half precision (the bounds follow)."""
     if scores.dtype not in FLOATING:
         raise TypeError(f"{name} needs floating-point scores (float16, bfloat16, float32 or "
                         f"float64), got {scores.dtype}")
     if upper.is_complex():
         raise TypeError(f"{name} needs real upper bounds, got {upper.dtype}")
-    dtype = torch.promote_types(scores.dtype, upper.dtype)
-    if dtype in (torch.float16, torch.bfloat16):
-        dtype = torch.float32
+    dtype = at_least_float32(scores).dtype
     scores, upper = torch.broadcast_tensors(scores.to(dtype), upper.to(dtype))
     return scores, upper
 
 
 def _first(mask: Tensor) -> str:
-    """Index of the first True entry of ``mask``, as a tuple."""
-    return str(tuple(mask.nonzero()[0].tolist()))
+    """Where the first True entry of ``mask`` is, for a message (nothing for a 0-d mask)."""
+    index = tuple(mask.nonzero()[0].tolist())
+    return f" at index {index}" if index else ""
 
 
-def _check_feasible(valid: Tensor, upper: Tensor) -> None:
+def _check_feasible(scores: Tensor, upper: Tensor) -> None:
     """Raise InfeasibleBounds if a row with unmasked keys has a NaN or negative bound on
     one of them or cannot reach sum 1."""
+    valid = ~torch.isneginf(scores)
     outside = valid & ~(upper >= 0)
     if bool(outside.any()):
         raise InfeasibleBounds(
             f"attention upper bounds must be >= 0 (and not NaN): {int(outside.sum())} "
-            f"unmasked keys have NaN or negative bounds, the first at index "
-            f"{_first(outside)} ({upper[outside][0].item():.4g})")
+            f"unmasked keys have NaN or negative bounds, the first{_first(outside)} "
+            f"({upper[outside][0].item():.4g})")
     nonempty = valid.any(-1, keepdim=True)
     total = _bound_total(valid, upper)
     bad = nonempty & (total < 1.0 - FEASIBILITY_TOL)
     if bool(bad.any()):
+        first = _first(bad[..., 0])
         raise InfeasibleBounds(
             f"infeasible attention upper bounds: in {int(bad.sum())} of {nonempty.numel()} "
             f"rows they sum to less than 1 over the unmasked keys (smallest sum "
-            f"{total[bad].min().item():.6g}, first row at index {_first(bad[..., 0])}), so "
-            f"no weights p <= u can sum to 1")
-
-
-def _domain(scores: Tensor, upper: Tensor, check: bool):
-    """Rows to return as NaN (a NaN or +inf score, a NaN or negative bound on an unmasked
-    key), ``(..., 1)``, and the inputs the solvers take: those rows zeroed with no bounds,
-    masked keys' bounds +inf (ignored)."""
-    valid = ~torch.isneginf(scores)
-    if check:
-        _check_feasible(valid, upper)
-    bad = torch.isnan(scores) | torch.isposinf(scores) | ~(upper >= 0)
-    broken = (valid & bad).any(-1, keepdim=True)
-    return (broken, scores.masked_fill(broken, 0.0),
-            upper.masked_fill(broken | ~valid, math.inf))
+            f"{total[bad].min().item():.6g}{'; the first' + first if first else ''}), so no "
+            f"weights p <= u can sum to 1")
 
 
 def _bound_total(valid: Tensor, upper: Tensor) -> Tensor:
@@ -160,11 +152,16 @@ def _tight(total: Tensor) -> Tensor:
     return total <= 1 + 64 * torch.finfo(total.dtype).eps
 
 
-def _less_row_max(scores: Tensor) -> Tensor:
-    """Scores less their row's maximum over the unmasked keys (rows all masked as they
-    are): the weights do not change, the rounding no longer grows with the scores."""
+def _rows(scores: Tensor, upper: Tensor):
+    """What both solvers start from: the unmasked keys; the bounds, +inf on masked keys
+    (ignored); the scores less their row's maximum (the weights do not change, the rounding
+    no longer grows with the scores); the rows to return as NaN, ``(..., 1)``: a NaN or +inf
+    score (the maximum shows it), a NaN or negative bound on an unmasked key."""
+    valid = scores > float("-inf")
+    upper = upper.masked_fill(~valid, math.inf)
     top = scores.amax(-1, keepdim=True)
-    return scores - top.masked_fill(torch.isneginf(top), 0.0)
+    broken = ~((top < math.inf) & (upper.amin(-1, keepdim=True) >= 0))
+    return valid, upper, scores - top.masked_fill(torch.isneginf(top), 0.0), broken
 
 
 def _zero_beside(keep: Tensor, values: Tensor, probs: Tensor) -> Tensor:
@@ -175,10 +172,8 @@ def _zero_beside(keep: Tensor, values: Tensor, probs: Tensor) -> Tensor:
 
 
 def _solve_csoftmax(scores: Tensor, upper: Tensor):
-    """Weights and saturated set of csoftmax for finite or ``-inf`` scores and bounds
-    ``>= 0`` (``+inf`` on masked keys)."""
-    valid = scores > float("-inf")
-    z = _less_row_max(scores)
+    """Weights (NaN rows as the module docstring says) and saturated set of csoftmax."""
+    valid, upper, z, broken = _rows(scores, upper)
     log_u = torch.log(upper)
     # Saturation order: z - log u descending; +inf for u = 0, -inf (never saturated)
     # for u = +inf and for masked keys.
@@ -196,29 +191,30 @@ def _solve_csoftmax(scores: Tensor, upper: Tensor):
     prefix = (~reaches).cumsum(-1) == 0
     saturated = torch.zeros_like(valid).scatter(-1, order, prefix)
     # A row whose bounds sum to <= 1 has every key saturated (clamped if < 1).
-    saturated = torch.where(_tight(_bound_total(valid, upper)), valid, saturated)
+    saturated = torch.where(_tight(_bound_total(valid, upper)), valid, saturated) & ~broken
     # The free keys share what the saturated ones leave, in proportion to exp(z).
     rest = (1 - upper.masked_fill(~saturated, 0.0).sum(-1, keepdim=True)).clamp_min(0)
+    rest = rest.masked_fill(broken, math.nan)
     free_scores = z.masked_fill(saturated, float("-inf"))
-    norm = torch.logsumexp(free_scores, -1, keepdim=True)
-    norm = norm.masked_fill(torch.isneginf(norm), 0.0)
-    shares = torch.minimum(rest * torch.exp(free_scores - norm), upper)
+    top_free = free_scores.amax(-1, keepdim=True)
+    weight = torch.exp(free_scores - top_free.masked_fill(torch.isneginf(top_free), 0.0))
+    # (The top free key gives weight 1, so the sum is >= 1 unless no key is free.)
+    shares = torch.minimum(rest * weight / weight.sum(-1, keepdim=True).clamp_min(1), upper)
     return torch.where(saturated, upper, shares), saturated
 
 
 def _solve_csparsemax(scores: Tensor, upper: Tensor):
-    """Weights, free set and upper set of csparsemax for finite or ``-inf`` scores and
-    bounds ``>= 0`` (``+inf`` on masked keys)."""
-    valid = scores > float("-inf")
-    bounded = valid & torch.isfinite(upper)
-    z = _less_row_max(scores)
+    """Weights (NaN rows as the module docstring says), free set and upper set of
+    csparsemax."""
+    valid, upper, z, broken = _rows(scores, upper)
+    bounded = torch.isfinite(upper)
     n = z.size(-1)
     # Breakpoint z_j - offset: as tau falls past z_j (offset 0) key j turns free
     # (slope +1); past z_j - u_j (offset u_j) it hits its bound (slope -1). Masked keys
-    # and +inf bounds give -inf. Ties keep the first breakpoint first (stable sort).
+    # and +inf bounds give -inf.
     source = torch.cat([z, z.masked_fill(~bounded, float("-inf"))], -1)
     offset = torch.cat([torch.zeros_like(z), upper.masked_fill(~bounded, 0.0)], -1)
-    order = (source - offset).sort(dim=-1, descending=True, stable=True).indices
+    order = (source - offset).sort(dim=-1, descending=True).indices
     source, offset = source.gather(-1, order), offset.gather(-1, order)
     slope = torch.cat([valid.to(z.dtype), -bounded.to(z.dtype)], -1).gather(-1, order).cumsum(-1)
     # sum_j p_j(tau) at each breakpoint, from 0 at the top one by slope x gap (NaN or
@@ -228,26 +224,30 @@ def _solve_csparsemax(scores: Tensor, upper: Tensor):
     last = (mass <= 1).sum(-1, keepdim=True) - 1
     passed = torch.arange(2 * n, device=z.device) <= last
     passed = torch.zeros_like(passed).scatter(-1, order, passed)
-    at_upper, free = passed[..., n:] & bounded, passed[..., :n] & valid
+    # Key j is free if one of its breakpoints is passed (its two tie where u_j is below
+    # z_j's rounding; either may then come first), at its bound if both are.
+    at_upper = passed[..., :n] & passed[..., n:] & bounded
+    free = (passed[..., :n] ^ passed[..., n:]) & valid
     # A row whose bounds sum to <= 1 has every key at its bound (clamped if < 1).
     tight = _tight(_bound_total(valid, upper))
     at_upper = torch.where(tight, valid, at_upper)
-    free = free & ~at_upper & ~tight
+    free = free & ~tight
     # tau = top + t, solved exactly on the sets: its rounding does not grow with z.
     top = z.masked_fill(~free, float("-inf")).amax(-1, keepdim=True)
     below_top = (z - top.masked_fill(torch.isneginf(top), 0.0)).masked_fill(~free, 0.0)
     t = ((below_top.sum(-1, keepdim=True) + upper.masked_fill(~at_upper, 0.0).sum(
         -1, keepdim=True) - 1) / free.sum(-1, keepdim=True).clamp_min(1))
     inside = torch.minimum((below_top - t).clamp_min(0), upper).masked_fill(~free, 0.0)
-    return torch.where(at_upper, upper, inside), free, at_upper
+    probs = torch.where(at_upper, upper, inside).masked_fill_(broken, math.nan)
+    return probs, free & ~broken, at_upper & ~broken
 
 
 class _CSoftmax(Function):
     @staticmethod
     def forward(ctx, scores, upper, check):
-        broken, scores, upper = _domain(scores, upper, check)
+        if check:
+            _check_feasible(scores, upper)
         probs, saturated = _solve_csoftmax(scores, upper)
-        probs.masked_fill_(broken, math.nan)
         ctx.save_for_backward(probs, saturated)
         return probs
 
@@ -261,17 +261,17 @@ class _CSoftmax(Function):
             empty, 0.0)
         centred = grad - m
         d_scores = free * centred if ctx.needs_input_grad[0] else None
-        d_upper = _zero_beside(saturated, centred, probs) if ctx.needs_input_grad[1] else None
+        d_upper = centred * saturated if ctx.needs_input_grad[1] else None   # NaN rows stay NaN
         return d_scores, d_upper, None
 
 
 class _CSparsemax(Function):
     @staticmethod
     def forward(ctx, scores, upper, check):
-        broken, scores, upper = _domain(scores, upper, check)
+        if check:
+            _check_feasible(scores, upper)
         probs, free, at_upper = _solve_csparsemax(scores, upper)
-        probs.masked_fill_(broken, math.nan)
-        ctx.save_for_backward(probs, free & ~broken, at_upper & ~broken)
+        ctx.save_for_backward(probs, free, at_upper)
         return probs
 
     @staticmethod
@@ -305,8 +305,9 @@ def csoftmax(scores: Tensor, upper: Tensor, check: bool = False) -> Tensor:
             on an unmasked key, or sum to < 1.
 
     Returns:
-        Weights of the broadcast shape, float32 for half-precision inputs; NaN rows where
-        a score is NaN or +inf or a bound is NaN or negative (see the module docstring).
+        Weights of the broadcast shape in the scores' dtype (float32 for half precision);
+        NaN rows where a score is NaN or +inf or a bound is NaN or negative (see the
+        module docstring).
     """
     return _normalize(_CSoftmax, "csoftmax", scores, upper, check)
 

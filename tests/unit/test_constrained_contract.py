@@ -174,8 +174,16 @@ def test_nan_or_negative_bound_on_an_unmasked_key(name, bound):
 # --- contract points 1 and 2: dtypes, empty rows --------------------------------------
 
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_integer_scores_are_refused_and_empty_rows_give_empty_weights(name):
+def test_dtypes_and_empty_rows(name):
     fn = FUNCTIONS[name]
+    # The weights take the scores' dtype (float32 for half), whatever the bounds' dtype.
+    for scores_dtype, weights_dtype in ((torch.float16, torch.float32),
+                                        (torch.bfloat16, torch.float32),
+                                        (torch.float32, torch.float32),
+                                        (torch.float64, torch.float64)):
+        for upper_dtype in (torch.float16, torch.float64, torch.int64):
+            weights = fn(torch.ones(2, 3, dtype=scores_dtype), torch.ones(3, dtype=upper_dtype))
+            assert weights.dtype == weights_dtype, (scores_dtype, upper_dtype)
     for dtype in (torch.int64, torch.bool, torch.complex64):
         with pytest.raises(TypeError, match=rf"^{name} needs floating-point scores \(float16, "
                                             rf"bfloat16, float32 or float64\), got {dtype}$"):
