@@ -9,6 +9,7 @@ site by ``{site}_attn_fn``; the normalisers' hyper-parameters are the fields of
 """
 
 from dataclasses import fields
+from typing import Sequence
 
 from .errors import SettingsError
 from .normalizers import CONSTRAINED, NAMES, NormalizerOptions, build_normalizer
@@ -31,6 +32,18 @@ def check_fits(name: str, site: str) -> None:
             f"attention normaliser {name!r} cannot be used for {site.replace('_', ' ')} "
             f"attention; it fits: {', '.join(FITS[name])}"
         )
+
+
+def check_names(cfg, names: Sequence[str], sites: Sequence[str]) -> None:
+    """Raise SettingsError with one line naming the flag if ``attn_fn`` or a per-site
+    ``{site}_attn_fn`` of ``sites`` (set ones only) is not one of ``names``, the model's."""
+    flags = {"attn_fn": cfg.attn_fn}
+    if len(sites) > 1:
+        flags.update({f"{site}_attn_fn": getattr(cfg, f"{site}_attn_fn", None) for site in sites})
+    for dest, name in flags.items():
+        if name is not None and name not in names:
+            raise SettingsError(f"--{dest.replace('_', '-')}: unknown attention normaliser "
+                                f"{name!r}; choose from {', '.join(names)}")
 
 
 def site_normalizer_name(cfg, site: str) -> str:

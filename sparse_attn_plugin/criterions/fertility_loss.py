@@ -30,6 +30,11 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 
 from ..modules.fertility import FertilityError
 
+#: The criterion's name, and the task whose batches carry the fertilities it trains on
+#: (``models.fertility_args.check_fertility_criterion`` refuses a run without them).
+CRITERION = "label_smoothed_cross_entropy_with_fertility"
+TASK = "sparse_translation"
+
 
 @dataclass
 class FertilityCriterionConfig(LabelSmoothedCrossEntropyCriterionConfig):
@@ -39,8 +44,7 @@ class FertilityCriterionConfig(LabelSmoothedCrossEntropyCriterionConfig):
         default=False, metadata={"help": "train only the fertility predictor"})
 
 
-@register_criterion("label_smoothed_cross_entropy_with_fertility",
-                    dataclass=FertilityCriterionConfig)
+@register_criterion(CRITERION, dataclass=FertilityCriterionConfig)
 class FertilityCriterion(LabelSmoothedCrossEntropyCriterion):
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0,
                  report_accuracy=False, fertility_loss_weight=1.0,
@@ -53,11 +57,10 @@ class FertilityCriterion(LabelSmoothedCrossEntropyCriterion):
     def forward(self, model, sample, reduce=True):
         predictor = getattr(model, "fertility_predictor", None)
         if predictor is None:
-            raise FertilityError("label_smoothed_cross_entropy_with_fertility needs a model "
-                                 "with --fertility predicted")
+            raise FertilityError(f"{CRITERION} needs a model with --fertility predicted")
         net_input = sample["net_input"]
         if "src_fertility" not in net_input:
-            raise FertilityError("the batch has no fertilities: use --task sparse_translation "
+            raise FertilityError(f"the batch has no fertilities: use --task {TASK} "
                                  "with {split}.{src}-{tgt}.fert files next to the data")
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.fertility_loss_only):
             loss, sample_size, logging_output = super().forward(model, sample, reduce)

@@ -1,10 +1,13 @@
 """Command-line flags of constrained attention (Malaviya et al. 2018): sink, exhaustion,
 fertility strategy and the fertility predictor, shared by the LSTM and the transformer."""
 
+from ..criterions.fertility_loss import CRITERION, TASK
 from ..errors import SettingsError
 from ..modules.fertility import STRATEGIES, Fertility
 from ..modules.fertility_predictor import FertilityPredictor
 from ..site_normalizers import cross_attention_constrained, site_normalizer_name
+from .attention_args import check_attention_args
+from .flag_checks import check_choice, check_number, parsed_from_command_line
 
 #: Flag defaults; the predictor's sizes are the reference tagger's.
 DEFAULTS = {
@@ -36,9 +39,9 @@ def add_fertility_args(parser):
     parser.add_argument("--exhaustion-c", type=float, metavar="C",
                         help="exhaustion strategy: add C times the remaining fertility to the "
                              "scores (0.2 in the paper; default 0)")
-    parser.add_argument("--fertility", choices=STRATEGIES,
-                        help="where constrained attention's fertilities come from "
-                             "(default constant)")
+    parser.add_argument("--fertility", metavar="STRATEGY",
+                        help="where constrained attention's fertilities come from: "
+                             f"{', '.join(STRATEGIES)} (default constant)")
     parser.add_argument("--fertility-value", type=float, metavar="F",
                         help="fertility of every token with --fertility constant (default 2)")
     parser.add_argument("--fertility-table", metavar="FILE",
@@ -65,17 +68,49 @@ def set_fertility_defaults(args):
 
 
 def check_fertility_args(args):
-    """Raise SettingsError (one line) for infeasible settings."""
-    if args.fertility == "constant" and args.fertility_value <= 0:
-        raise SettingsError(f"--fertility-value must be positive, got {args.fertility_value}")
+    """Raise SettingsError (one line) for infeasible settings (NaN and infinity too)."""
+    check_choice("--fertility", args.fertility, STRATEGIES, "fertility strategy")
+    if args.fertility == "constant":
+        check_number("--fertility-value", args.fertility_value, 0, strict=True)
     if args.fertility == "guided" and not args.fertility_table:
         raise SettingsError("--fertility guided needs --fertility-table FILE")
-    if args.exhaustion_c < 0:
-        raise SettingsError(f"--exhaustion-c must be >= 0, got {args.exhaustion_c}")
-    if args.fertility_slack < 0:
-        raise SettingsError(f"--fertility-slack must be >= 0, got {args.fertility_slack}")
+    check_number("--exhaustion-c", args.exhaustion_c, 0)
+    check_number("--fertility-slack", args.fertility_slack, 0)
+    check_number("--fertility-predictor-dropout", args.fertility_predictor_dropout, 0)
     if args.fertility_max < 1:
         raise SettingsError(f"--fertility-max must be >= 1, got {args.fertility_max}")
+
+
+def check_fertility_criterion(args):
+    """Raise SettingsError (one line) where ``--criterion`` is the fertility criterion
+    and the run cannot train with it: the model has no fertility predictor (csoftmax or
+    csparsemax cross-attention with ``--fertility predicted``), or the task's batches
+    carry no fertilities."""
+    if getattr(args, "criterion", None) != CRITERION:
+        return
+    fertility = getattr(args, "fertility", None)
+    if fertility != "predicted" or not cross_attention_constrained(args):
+        raise SettingsError(
+            f"--criterion {CRITERION} trains the fertility predictor of csoftmax or "
+            f"csparsemax cross-attention with --fertility predicted; this model has "
+            f"{site_normalizer_name(args, 'decoder_cross')} cross-attention"
+            f"{f' and --fertility {fertility}' if fertility else ''}")
+    if args.task != TASK:
+        raise SettingsError(f"--criterion {CRITERION} trains on the per-token fertilities "
+                            f"that --task {TASK} batches; this run has --task {args.task}")
+    check_number("--fertility-loss-weight", args.fertility_loss_weight, 0)
+
+
+def check_constrained_model(args, sites, names):
+    """The checks of a model with constrained attention (the transformer, the LSTM), run
+    by its architecture function: on fairseq-train's command line, before anything is
+    built or written, and at every build. The fertility criterion, which only training
+    uses (a checkpoint decodes with its attention switched), on the command line alone."""
+    check_attention_args(args, sites, names)
+    check_fertility_args(args)
+    check_sink(args)
+    if parsed_from_command_line(args):
+        check_fertility_criterion(args)
 
 
 def check_sink(args):

@@ -30,6 +30,8 @@ from ..modules.kernel_attention import PE_INTEGRATIONS
 from ..modules.kernel_transformer_layers import KernelTransformerDecoder, KernelTransformerEncoder
 from ..normalizers.kernels import KERNELS
 from ..sites import SITES
+from .fertility_args import check_fertility_criterion
+from .flag_checks import check_choice, parsed_from_command_line
 
 #: Positions added once to the token embeddings instead of inside the kernels.
 INPUT_PE = "direct_sum_input"
@@ -74,12 +76,14 @@ class KernelTransformerModel(TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        parser.add_argument("--kernel", choices=KERNELS,
-                            help="k(q, k) of the smoother (default exponential)")
+        parser.add_argument("--kernel", metavar="KERNEL",
+                            help=f"k(q, k) of the smoother: {', '.join(KERNELS)} "
+                                 "(default exponential)")
         parser.add_argument("--kernel-symmetric", action="store_true", default=None,
                             help="tie the key projection to the query projection")
-        parser.add_argument("--pe-integration", choices=MODEL_PE_INTEGRATIONS,
-                            help="how positions enter the kernel at every site (default "
+        parser.add_argument("--pe-integration", metavar="HOW",
+                            help="how positions enter the kernel at every site: "
+                                 f"{', '.join(MODEL_PE_INTEGRATIONS[:-1])} (default "
                                  f"direct_sum), or {INPUT_PE}: added once to the token "
                                  "embeddings, as in Vaswani et al.'s transformer")
         parser.add_argument("--value-pe", action=argparse.BooleanOptionalAction, default=None,
@@ -94,10 +98,8 @@ class KernelTransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         set_kernel_defaults(args)
+        check_kernel_args(args)
         args.kernel_pe_sites = position_sites(args)
-        if args.max_relative_position < 1:
-            raise SettingsError(f"--max-relative-position must be >= 1, got "
-                                f"{args.max_relative_position}")
         # positions live in the kernels, or (INPUT_PE) in the embeddings alone
         args.no_token_positional_embeddings = args.pe_integration != INPUT_PE
         return super().build_model(args, task)
@@ -118,11 +120,26 @@ def set_kernel_defaults(args):
             setattr(args, name, value)
 
 
+def check_kernel_args(args):
+    """Raise SettingsError (one line) for a bad kernel flag; run by the architecture
+    functions, so on fairseq-train's command line before --save-dir is created, and by
+    every build. The fertility criterion is refused there too: this model has none."""
+    check_choice("--kernel", args.kernel, KERNELS, "kernel")
+    check_choice("--pe-integration", args.pe_integration, MODEL_PE_INTEGRATIONS)
+    position_sites(args)
+    if args.max_relative_position < 1:
+        raise SettingsError(f"--max-relative-position must be >= 1, got "
+                            f"{args.max_relative_position}")
+    if parsed_from_command_line(args):
+        check_fertility_criterion(args)
+
+
 @register_model_architecture("kernel_transformer", "kernel_transformer")
 def kernel_transformer(args):
     """fairseq's transformer-base sizes, exponential kernel with direct-sum PE."""
     set_kernel_defaults(args)
     base_architecture(args)
+    check_kernel_args(args)
 
 
 @register_model_architecture("kernel_transformer", "kernel_transformer_iwslt_de_en")
@@ -130,3 +147,4 @@ def kernel_transformer_iwslt_de_en(args):
     """fairseq's transformer_iwslt_de_en sizes (6 layers, 512/1024, 4 heads)."""
     set_kernel_defaults(args)
     transformer_iwslt_de_en(args)
+    check_kernel_args(args)

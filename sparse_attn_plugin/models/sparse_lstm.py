@@ -17,16 +17,16 @@ from ..site_normalizers import (
     cross_attention_constrained,
     site_normalizer_name,
 )
-from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
+from .attention_args import add_attention_args, log_attention_choice, set_attention_defaults
 from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (
     FertilityPredictorMixin,
     add_fertility_args,
     build_fertility,
-    check_fertility_args,
-    check_sink,
+    check_constrained_model,
     set_fertility_defaults,
 )
+from .flag_checks import check_choice
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ LSTM_SITES = ("decoder_cross",)
 class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
                       FairseqEncoderDecoderModel):
     """BiLSTM encoder, input-feeding LSTM decoder, bilinear attention with any of
-    softmax, sparsemax, entmax, csoftmax or csparsemax, fertilities, sink and coverage."""
+    softmax, top-k, sparsemax, 1.5-entmax, learned alpha-entmax (one alpha: one head),
+    csoftmax or csparsemax, fertilities, sink and coverage."""
 
     @staticmethod
     def add_args(parser):
@@ -56,7 +57,7 @@ class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
         add_attention_args(parser, LSTM_NAMES, LSTM_SITES)
         parser.add_argument("--coverage-vector", action="store_true",
                             help="add a coverage vector term to the scores (Tu et al. 2016)")
-        parser.add_argument("--coverage-vector-form", choices=COVERAGE_FORMS,
+        parser.add_argument("--coverage-vector-form", metavar="FORM",
                             help="with --coverage-vector: 'paper' adds beta_{t-1,j} s_t^T v "
                                  "(the paper's text; default), 'reference' adds "
                                  "beta_{t-1,j} v^T h_j (the authors' code)")
@@ -65,9 +66,7 @@ class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
     @classmethod
     def build_model(cls, args, task):
         sparse_lstm(args)
-        check_attention_args(args, LSTM_SITES)
-        check_fertility_args(args)
-        check_sink(args)
+        log_attention_choice(args, LSTM_SITES)
         return cls._build(args, task)
 
     @classmethod
@@ -108,7 +107,8 @@ def _default(args, name, value):
 
 @register_model_architecture("sparse_lstm", "sparse_lstm")
 def sparse_lstm(args):
-    """A small 1-layer model: 256 units, dropout 0.1, softmax attention."""
+    """A small 1-layer model: 256 units, dropout 0.1, softmax attention; the flags
+    checked (on fairseq-train's command line: before --save-dir is created)."""
     _default(args, "encoder_embed_dim", 256)
     _default(args, "encoder_hidden_size", 256)
     _default(args, "encoder_layers", 1)
@@ -121,6 +121,8 @@ def sparse_lstm(args):
     _default(args, "coverage_vector_form", "paper")
     _default(args, "share_decoder_input_output_embed", False)
     set_fertility_defaults(args)
+    check_constrained_model(args, LSTM_SITES, LSTM_NAMES)
+    check_choice("--coverage-vector-form", args.coverage_vector_form, COVERAGE_FORMS)
 
 
 @register_model_architecture("sparse_lstm", "sparse_lstm_malaviya")

@@ -14,15 +14,16 @@ from fairseq.models.transformer import (
 )
 
 from ..modules import SparseTransformerDecoder, SparseTransformerEncoder
+from ..normalizers import NAMES
 from ..site_normalizers import cross_attention_constrained
-from .attention_args import add_attention_args, check_attention_args, set_attention_defaults
+from ..sites import SITES
+from .attention_args import add_attention_args, log_attention_choice, set_attention_defaults
 from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (
     FertilityPredictorMixin,
     add_fertility_args,
     build_fertility,
-    check_fertility_args,
-    check_sink,
+    check_constrained_model,
     set_fertility_defaults,
 )
 
@@ -42,9 +43,8 @@ class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, Tran
     def build_model(cls, args, task):
         set_attention_defaults(args)
         set_fertility_defaults(args)
-        check_attention_args(args)
-        check_fertility_args(args)
-        check_sink(args)
+        check_constrained_model(args, SITES, NAMES)
+        log_attention_choice(args)
         return super().build_model(args, task)
 
     @classmethod
@@ -79,9 +79,12 @@ def _sparse_architecture(name, transformer_defaults):
         set_attention_defaults(args)
         set_fertility_defaults(args)
         transformer_defaults(args)
+        check_constrained_model(args, SITES, NAMES)
 
     architecture.__name__ = name
-    architecture.__doc__ = f"fairseq's {transformer_defaults.__name__} settings, softmax attention."
+    architecture.__doc__ = (f"fairseq's {transformer_defaults.__name__} settings, softmax "
+                            "attention; the flags checked (on fairseq-train's command line: "
+                            "before --save-dir is created).")
     return architecture
 
 
