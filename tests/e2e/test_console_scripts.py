@@ -19,7 +19,7 @@ from helpers import BIN, REPO, fairseq_env
 #: Every console script setup.py installs; each has a test below.
 SCRIPTS = ("sparse-attn-score", "sparse-attn-align", "sparse-attn-analyze", "sparse-attn-synth",
            "sparse-attn-compare", "sparse-attn-reproduce", "sparse-attn-results-index",
-           "sparse-attn-toy-example")
+           "sparse-attn-toy-example", "sparse-attn-flags")
 RECIPES = ("iwslt14_de_en", "iwslt15_en_vi", "wmt14_en_de", "kftt_ja_en", "wmt16_ro_en",
            "multi30k_de_en")
 
@@ -96,6 +96,28 @@ def test_score_bad_input(texts, args, message):
     argv = ["--hyp", texts / "hyp", *[a.format(d=texts) for a in args]]
     assert message.format(d=texts) in failed_in_one_line(script("sparse-attn-score", *argv),
                                                          "sparse-attn-score")
+
+
+# -- sparse-attn-flags -------------------------------------------------------------------------
+def test_flags_lists_what_fairseq_train_help_cannot():
+    """``fairseq-train --help`` cannot show a model's flags (fairseq adds them after a
+    first parse that --help ends); ``sparse-attn-flags ARCH`` lists the architecture's,
+    --task sparse_translation's and the fertility criterion's."""
+    helped = command([BIN / "fairseq-train", "--user-dir", REPO / "sparse_attn_plugin",
+                      "--arch", "sparse_transformer", "--help"])
+    assert "--attn-fn" not in helped.stdout
+    listed = {arch: " ".join(succeeded(script("sparse-attn-flags", arch)).split())
+              for arch in ("sparse_transformer", "sparse_lstm")}
+    for flag in ("--attn-fn NAME", "--decoder-cross-attn-fn NAME", "--attn-impl IMPL",
+                 "--fertility-value F", "--sink-token", "--encoder-layers",
+                 "--coverage-penalty-beta", "--fertility-loss-weight"):
+        assert flag in listed["sparse_transformer"], flag
+    assert ("--attn-fn NAME attention normaliser: softmax, topk, sparsemax, entmax15, "
+            "entmax_alpha, csoftmax, csparsemax (default softmax)") in listed["sparse_lstm"]
+    assert "--coverage-vector-form" in listed["sparse_lstm"]
+    assert failed_in_one_line(script("sparse-attn-flags", "transformer"),
+                              "sparse-attn-flags").startswith(
+        "unknown ARCH 'transformer'; choose from kernel_transformer")
 
 
 # -- sparse-attn-align -------------------------------------------------------------------------

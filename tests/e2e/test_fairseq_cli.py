@@ -272,30 +272,3 @@ def test_the_lstm_learns_alpha_entmax_and_decodes_with_it(synthetic_bin, tmp_pat
     assert alphas["decoder.attention.normalizer.alpha_logit"].abs().item() > 1e-4  # z = 0: 1.5
     assert len(generate(synthetic_bin, tmp_path / "checkpoint_last.pt")) == 40
 
-
-def test_the_plugins_flags_are_listed_by_the_command_the_docs_name(capsys):
-    """``fairseq-train --help`` cannot show a model's flags (fairseq adds them after a
-    first parse that --help ends); ``sparse-attn-flags ARCH`` lists the architecture's,
-    --task sparse_translation's and the fertility criterion's (its main, in process,
-    until setup.py declares the console script)."""
-    from sparse_attn_plugin.models import flag_listing
-
-    helped = run([BIN / "fairseq-train", "--user-dir", PLUGIN, "--arch", "sparse_transformer",
-                  "--help"])
-    assert "--attn-fn" not in helped.stdout
-    listed = {}
-    for arch in ("sparse_transformer", "sparse_lstm"):
-        assert flag_listing.main([arch]) == 0
-        listed[arch] = " ".join(capsys.readouterr().out.split())
-    for flag in ("--attn-fn NAME", "--decoder-cross-attn-fn NAME", "--attn-impl IMPL",
-                 "--fertility-value F", "--sink-token", "--encoder-layers",
-                 "--coverage-penalty-beta", "--fertility-loss-weight"):
-        assert flag in listed["sparse_transformer"], flag
-    assert ("--attn-fn NAME attention normaliser: softmax, topk, sparsemax, entmax15, "
-            "entmax_alpha, csoftmax, csparsemax (default softmax)") in listed["sparse_lstm"]
-    assert "--coverage-vector-form" in listed["sparse_lstm"]
-    with pytest.raises(SystemExit) as refused:
-        flag_listing.main(["transformer"])
-    assert refused.value.code == 1
-    assert capsys.readouterr().err.startswith(
-        "sparse-attn-flags: error: unknown ARCH 'transformer'; choose from kernel_transformer")
