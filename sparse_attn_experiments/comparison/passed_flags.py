@@ -96,6 +96,8 @@ def fairseq_refusal(command: str, arguments: Sequence[str]) -> Optional[str]:
     except SystemExit:  # argparse's error (or help): its last line says why
         last = said.getvalue().strip().splitlines()[-1:] or ["stopped"]
         return f"{command} says: {last[0].split('error: ', 1)[-1]}"
+    except SparseAttnError as error:  # the plugin's own checks of its flags, at parse time
+        return f"{command} says: {error}"
     finally:
         logging.disable(quiet)
     return f"{command} does not know {' '.join(unknown)}" if unknown else None

@@ -443,6 +443,9 @@ def test_flags_compare_sets_or_fairseq_refuses_are_refused_in_one_line(tmp_path)
          "quotation"),
         (["--train-flags", "--out", "x"], "argument --train-flags: expected one argument "
          "(see sparse-attn-compare --help)"),
+        (["--train-flags", "--attn-impl cuda"], "--train-flags '--attn-impl cuda': "
+         "fairseq-train says: --attn-impl: unknown value 'cuda'; choose from auto, torch, "
+         "compiled, triton"),
     ]
     if not torch.cuda.is_available():  # fairseq-train fails with --fp16 on a CPU
         cases.append((["--train-flags", "--fp16"], "--train-flags '--fp16': fairseq-train "
