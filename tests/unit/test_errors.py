@@ -19,6 +19,7 @@ from sparse_attn_data.steps import PrepError
 from sparse_attn_experiments.pipeline import FairseqFailed
 from sparse_attn_plugin import errors
 from sparse_attn_plugin.errors import SettingsError, SparseAttnError
+from sparse_attn_plugin.files import OutputError
 from sparse_attn_plugin.models.attention_args import check_attention_args, set_attention_defaults
 from sparse_attn_plugin.models.fertility_args import check_fertility_args, set_fertility_defaults
 from sparse_attn_plugin.normalizers import NormalizerOptions
@@ -47,9 +48,10 @@ def test_every_error_type_the_plugin_defines_is_a_sparse_attn_error():
                                             "PrepError"}
     assert [t.__name__ for t in found if not issubclass(t, SparseAttnError)] == []
     # bad settings and input are ValueErrors; a step that fails (a download, a tool, a
-    # fairseq command) is not
+    # fairseq command) is not, nor an output that cannot be written (an OSError)
     assert [t.__name__ for t in found if t not in (SparseAttnError, PrepError, FairseqFailed)
-            and not issubclass(t, ValueError)] == []
+            and not issubclass(t, (ValueError, OutputError))] == []
+    assert issubclass(OutputError, OSError)
 
 
 @pytest.mark.parametrize("flags,message", [
