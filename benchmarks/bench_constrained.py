@@ -55,6 +55,7 @@ from sparse_attn_experiments.timing import (
     start_timing,
     warmed_medians,
 )
+from sparse_attn_plugin import register
 from sparse_attn_plugin.files import write_text_atomic
 from sparse_attn_plugin.normalizers import Softmax, Sparsemax
 from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
@@ -137,6 +138,7 @@ def write_dictionaries(folder: Path, vocab: int) -> Path:
 def build_lstms(data: Path, size: str, device: str, seed: int):
     """(task, {decoding: model}) for one model size."""
     flags, _ = LSTM_SIZES[size]
+    register()  # imported before fairseq, the plugin registers only when asked
     models = {}
     for name, attention in DECODINGS.items():
         parser = options.get_training_parser()
