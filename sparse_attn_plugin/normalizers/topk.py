@@ -9,21 +9,25 @@ Entries equal to ``t`` are all kept, as in the reference code, so ties can keep 
 than k keys. ``t`` is a constant for the backward pass: gradients reach only the
 kept entries, and they are softmax's, ``ds = p * (dp - sum(p * dp))`` (``p = 0`` off the
 kept entries), computed in closed form from ``p`` alone rather than through the
-masking's own backward. When a row has fewer than k unmasked keys, the k-th largest score is
-``-inf`` and every unmasked key is kept, i.e. k is clamped to the number of unmasked
-keys, recomputed for each row (and so at every incremental decoding step).
+masking's own backward, in differentiable operations, so that second order (double
+backward) is softmax's on the kept entries too. When a row has fewer than k unmasked keys,
+the k-th largest score is ``-inf`` and every unmasked key is kept, i.e. k is clamped to the
+number of unmasked keys, recomputed for each row (and so at every incremental decoding
+step). A NaN or +inf score makes its row NaN, as in ``torch.softmax``.
 
-The general ``topk`` kernel sorts partially, row by row, and costs ten softmaxes on a
-CPU; the compiled path (``--attn-impl compiled``) finds ``t``
-by k - 1 steps down from the row maximum, fused with the masking and the softmax into one
-loop, and falls back on the general kernel for a batch where a tie makes that inexact.
-On a GPU, the Triton kernel of :mod:`.fused_triton` (``--attn-impl triton``) finds ``t``
-with ties counted, masks and normalises in one pass over each row.
+One function computes the weights: the general ``topk`` kernel finds ``t`` (it sorts
+partially, row by row, and costs about ten softmaxes on a CPU), then masking and softmax.
+The compiled path (``--attn-impl compiled``) is that function fused by ``torch.compile``
+around the ``topk`` kernel, with k a symbolic integer of the graph: one compilation serves
+every k (k = 1, which dynamo specialises, has a copy of its own). On a GPU, the Triton
+kernel of :mod:`.fused_triton` (``--attn-impl triton``) finds ``t`` with ties counted,
+masks and normalises in one pass over each row.
 """
 
 import operator
 from functools import lru_cache, partial
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -32,59 +36,39 @@ from .compiled import compiled
 from .dispatch import Implementations
 from .fused_triton import topk_triton
 
-NEG_INF = float("-inf")
+INF = float("inf")
 
 
-def kth_largest(scores: Tensor, k: int) -> Tensor:
-    """The k-th largest entry of each last-dim row, counted with repeats (``-inf`` when
-    a row has fewer than k unmasked keys), by the general ``topk`` kernel."""
-    return scores.topk(k, dim=-1, sorted=False).values.amin(-1, keepdim=True)
-
-
-def _softmax_of_kept(scores: Tensor, keep: Tensor, top: Tensor) -> Tensor:
-    """Softmax over the ``keep`` entries of each row, whose largest score is ``top``; all
-    zero on a row with every key masked (``top = -inf``)."""
-    empty = torch.isneginf(top)
-    e = torch.where(keep, torch.exp(scores - top.masked_fill(empty, 0.0)), 0.0)
-    return e / e.sum(-1, keepdim=True).masked_fill(empty, 1.0)
-
-
-def _fused_topk_weights(scores: Tensor, k: int):
-    """Top-k weights by k - 1 steps down from the row maximum to the largest score below
-    it (elementwise work and row reductions only, which ``torch.compile`` fuses into one
-    loop), and whether they are exact: each step passes all repeats of a value, so this
-    finds the k-th largest *distinct* value, which is the k-th largest exactly when k
-    entries are kept or the row has at most k unmasked keys (every one kept)."""
+def topk_rows(scores: Tensor, k: int) -> Tensor:
+    """Top-k weights of each last-dim row (``k`` at most its size): softmax over the entries
+    at least the k-th largest, counted with repeats (``-inf`` when a row has fewer than k
+    unmasked keys, which keeps them all). All zero on a row with every key masked, all NaN
+    on a row with a NaN or +inf score (its maximum ``top`` is NaN or +inf)."""
     top = scores.amax(-1, keepdim=True)
-    kth = top
-    for _ in range(k - 1):
-        kth = torch.where(scores < kth, scores, NEG_INF).amax(-1, keepdim=True)
-    keep = scores >= kth
-    kept = keep.to(scores.dtype).sum(-1, keepdim=True)
-    unmasked = (scores > NEG_INF).to(scores.dtype).sum(-1, keepdim=True)
-    exact = ((kept == k) | (unmasked <= k)).all()
-    return _softmax_of_kept(scores, keep, top), exact
+    kth = scores.topk(k, dim=-1, sorted=False).values.amin(-1, keepdim=True)
+    empty = torch.isneginf(top)
+    e = torch.where(scores >= kth, torch.exp(scores - top.masked_fill(empty, 0.0)), 0.0)
+    total = e.sum(-1, keepdim=True).masked_fill(empty, 1.0)
+    return e / torch.where(top < INF, total, torch.nan)
 
 
 def _softmax_grad(probs: Tensor, d_probs: Tensor) -> Tensor:
+    """``ds = p * (dp - sum(p * dp))``, differentiable in ``p`` and ``dp``."""
     weighted = probs * d_probs
     return weighted - probs * weighted.sum(-1, keepdim=True)
 
 
 class TopKSoftmax(torch.autograd.Function):
-    """Softmax over the entries of each last-dim row at least its k-th largest (all-zero
-    weights on rows with every key masked); with ``fused``, by the compiled kernel (the
-    general one where a tie makes it inexact)."""
+    """:func:`topk_rows` with softmax's gradient on the kept entries; with ``fused``, by the
+    compiled kernels (except under ``create_graph=True``, where the backward is recorded
+    for double backward in eager operations)."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, k: int, fused: bool) -> Tensor:
-        probs = None
         if fused:  # as a plain tensor: no view's base or grad flag to guard on
-            probs, exact = compiled(_fused_topk_weights)(scores.detach(), k)
-            probs = probs if bool(exact) else None
-        if probs is None:
-            probs = _softmax_of_kept(scores, scores >= kth_largest(scores, k),
-                                     scores.amax(-1, keepdim=True))
+            probs = compiled(topk_rows, "k=1" if k == 1 else "")(scores.detach(), k)
+        else:
+            probs = topk_rows(scores, k)
         ctx.fused = fused
         ctx.save_for_backward(probs)
         return probs
@@ -92,12 +76,13 @@ class TopKSoftmax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_probs: Tensor):
         (probs,) = ctx.saved_tensors
-        grad = compiled(_softmax_grad) if ctx.fused else _softmax_grad
-        return grad(probs, d_probs.detach()), None, None
+        if ctx.fused and not torch.is_grad_enabled():
+            return compiled(_softmax_grad)(probs, d_probs.detach()), None, None
+        return _softmax_grad(probs, d_probs), None, None
 
 
 def topk_softmax(scores: Tensor, k: int, impl: str = "torch") -> Tensor:
-    """Top-k attention weights over the last dim (``k`` below its size); ``impl``
+    """Top-k attention weights over the last dim (``k`` at most its size); ``impl``
     ``"torch"`` or ``"compiled"`` (whose kernels see the scores as rows, so that no shape
     compiles them again; a single row or key, a graph of its own, runs eagerly)."""
     rows = scores.reshape(-1, scores.size(-1))
@@ -113,14 +98,22 @@ def _topk(k: int) -> Implementations:
                            ("fused, triton", lambda s: topk_triton(s, k)))
 
 
-def check_k(k: int) -> None:
-    """ValueError, one line, unless ``k`` is an integer of at least 1."""
+def _is_bool(k) -> bool:
+    return isinstance(k, (bool, np.bool_)) or (isinstance(k, Tensor) and k.dtype == torch.bool)
+
+
+def check_k(k) -> int:
+    """``k`` as a Python int: an integer of at least 1 (a numpy integer or a one-element
+    integer tensor too, by ``operator.index``); anything else, a bool included, is a
+    ValueError of one line."""
     try:
-        whole = operator.index(k) >= 1
+        value = None if _is_bool(k) else operator.index(k)
     except TypeError:
-        whole = False
-    if not whole:
-        raise ValueError(f"top-k attention needs an integer k >= 1, got k={k!r}")
+        value = None
+    if value is None or value < 1:
+        shown = " ".join(repr(k).split())  # a tensor's repr on one line
+        raise ValueError(f"top-k attention needs an integer k >= 1, got k={shown}")
+    return value
 
 
 def topk_weights(scores: Tensor, k: int, impl: str = "auto") -> Tensor:
@@ -146,8 +139,7 @@ class TopK(Normalizer):
 
     def __init__(self, k: int = 8, train_only: bool = False, impl: str = "auto"):
         super().__init__(impl)
-        check_k(k)
-        self.k = k
+        self.k = check_k(k)
         self.train_only = train_only
 
     def normalize(self, scores: Tensor) -> Tensor:
