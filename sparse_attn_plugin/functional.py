@@ -154,7 +154,7 @@ def topk_softmax(x: Tensor, k: int, dim: int = -1, impl: str = "auto") -> Tensor
     for the backward pass: gradients reach the kept entries only. A slice with fewer
     than k unmasked entries keeps them all (k is clamped to their number)."""
     check_impl(impl)
-    check_k(k)
+    k = check_k(k)
     return normalize_along(partial(topk_weights, k=k, impl=impl), x, dim,
                            TopK.zeroes_empty_rows)
 

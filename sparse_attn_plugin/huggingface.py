@@ -63,13 +63,13 @@ def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str) -> Callable[[T
     if kind == "softmax":
         return functional.softmax
     if kind == "topk":
-        check_k(k)
+        k = check_k(k)
         return lambda scores: functional.topk_softmax(scores, k, impl=impl)
     if kind == "sparsemax":
         return lambda scores: functional.sparsemax(scores, impl=impl)
     if kind == "entmax15":
         return lambda scores: functional.entmax15(scores, impl=impl)
-    check_n_iter(n_iter)
+    n_iter = check_n_iter(n_iter)
     fixed = isinstance(alpha, (int, float))
     values = torch.as_tensor(alpha, dtype=torch.float32)
     if values.dim() > 1 or values.numel() == 0 or not ((values > 1) & (values <= 2)).all():

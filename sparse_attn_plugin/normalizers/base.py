@@ -25,9 +25,11 @@ hard retrieval overrides it with a gather of value rows.
 """
 
 import math
+import operator
 from abc import ABC, abstractmethod
 from typing import Callable, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -57,6 +59,22 @@ def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
     # NaN on the invalid rows, whose gradient is NaN there and 0 (not 0 * NaN) elsewhere
     invalid = special & ~empty
     return torch.where(invalid, scores.masked_fill(~invalid, 0.0) * math.nan, weights)
+
+
+def check_count(value, name: str, what: str) -> int:
+    """``value`` as a Python int if it is an integer of at least 1 (a numpy integer or a
+    one-element integer tensor too, by ``operator.index``); anything else, a bool
+    included, is a ValueError of one line: ``WHAT needs an integer NAME >= 1, got ...``."""
+    boolean = isinstance(value, (bool, np.bool_)) or (
+        isinstance(value, Tensor) and value.dtype == torch.bool)
+    try:
+        whole = None if boolean else operator.index(value)
+    except TypeError:
+        whole = None
+    if whole is None or whole < 1:
+        shown = " ".join(repr(value).split())  # a tensor's repr on one line
+        raise ValueError(f"{what} needs an integer {name} >= 1, got {name}={shown}")
+    return whole
 
 
 def check_impl(impl: str) -> None:

@@ -19,7 +19,6 @@ the threshold is too coarse).
 """
 
 import math
-import operator
 from functools import lru_cache, partial
 from typing import Callable, Union
 
@@ -28,7 +27,7 @@ from entmax import entmax15, sparsemax
 from torch import Tensor, nn
 
 from ..errors import SettingsError
-from .base import Normalizer, guarded
+from .base import Normalizer, check_count, guarded
 from .dispatch import Implementations, sort_or_newton
 from .entmax_grad import entmax_function
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
@@ -89,16 +88,8 @@ def _entmax_alpha(max_iter: int) -> Implementations:
 
 
 def check_n_iter(n_iter: int) -> int:
-    """``n_iter`` as a Python int; ValueError, one line, unless it is an integer of at
-    least 1 (a bool or a float is refused)."""
-    try:
-        whole = None if isinstance(n_iter, bool) else operator.index(n_iter)
-    except TypeError:
-        whole = None
-    if whole is None or whole < 1:
-        raise ValueError(f"the entmax solver's iteration cap n_iter must be an integer "
-                         f">= 1, got {n_iter!r}")
-    return whole
+    """``n_iter`` as a Python int, or a one-line ValueError (:func:`.base.check_count`)."""
+    return check_count(n_iter, "n_iter", "the entmax solver")
 
 
 def check_alpha(alpha: Union[float, Tensor]) -> Union[float, Tensor]:

@@ -24,14 +24,12 @@ kernel of :mod:`.fused_triton` (``--attn-impl triton``) finds ``t`` with ties co
 masks and normalises in one pass over each row.
 """
 
-import operator
 from functools import lru_cache, partial
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Normalizer, guarded
+from .base import Normalizer, check_count, guarded
 from .compiled import compiled
 from .dispatch import Implementations
 from .fused_triton import topk_triton
@@ -84,8 +82,10 @@ class TopKSoftmax(torch.autograd.Function):
 def topk_softmax(scores: Tensor, k: int, impl: str = "torch") -> Tensor:
     """Top-k attention weights over the last dim (``k`` at most its size); ``impl``
     ``"torch"`` or ``"compiled"`` (whose kernels see the scores as rows, so that no shape
-    compiles them again; a single row or key, a graph of its own, runs eagerly)."""
-    rows = scores.reshape(-1, scores.size(-1))
+    compiles them again; a single row or key, a graph of its own, runs eagerly). The rows are
+    made contiguous, so that the weights of a row do not depend on the layout of the others
+    (reductions over strided rows add in another order)."""
+    rows = scores.reshape(-1, scores.size(-1)).contiguous()
     fused = impl == "compiled" and 1 < rows.size(-1) < rows.numel()
     return TopKSoftmax.apply(rows, k, fused).view_as(scores)
 
@@ -98,22 +98,9 @@ def _topk(k: int) -> Implementations:
                            ("fused, triton", lambda s: topk_triton(s, k)))
 
 
-def _is_bool(k) -> bool:
-    return isinstance(k, (bool, np.bool_)) or (isinstance(k, Tensor) and k.dtype == torch.bool)
-
-
 def check_k(k) -> int:
-    """``k`` as a Python int: an integer of at least 1 (a numpy integer or a one-element
-    integer tensor too, by ``operator.index``); anything else, a bool included, is a
-    ValueError of one line."""
-    try:
-        value = None if _is_bool(k) else operator.index(k)
-    except TypeError:
-        value = None
-    if value is None or value < 1:
-        shown = " ".join(repr(k).split())  # a tensor's repr on one line
-        raise ValueError(f"top-k attention needs an integer k >= 1, got k={shown}")
-    return value
+    """``k`` as a Python int, or a one-line ValueError (:func:`.base.check_count`)."""
+    return check_count(k, "k", "top-k attention")
 
 
 def topk_weights(scores: Tensor, k: int, impl: str = "auto") -> Tensor:

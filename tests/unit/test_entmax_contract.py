@@ -195,5 +195,5 @@ def test_an_empty_last_dim_gives_empty_weights_as_softmax_does(name, impl):
 
 @pytest.mark.parametrize("n_iter", [0, 2.5, True, "3"])
 def test_n_iter_must_be_an_integer_of_at_least_1(n_iter):
-    with pytest.raises(ValueError, match="n_iter must be an integer >= 1"):
+    with pytest.raises(ValueError, match="needs an integer n_iter >= 1"):
         F.entmax_alpha(torch.randn(2, 3), 1.5, n_iter=n_iter)

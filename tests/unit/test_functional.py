@@ -359,7 +359,7 @@ def test_unknown_impl_is_one_clear_line(call):
     (lambda x: F.entmax_alpha(x, torch.full((2, 5), 1.5)), "size 1 along dim 1"),
     (lambda x: F.entmax_alpha(x, torch.full((3, 1), 1.5)), "must broadcast"),
     (lambda x: F.entmax_alpha(x, torch.full((1, 2, 1), 1.5)), "more dimensions"),
-    (lambda x: F.entmax_alpha(x, 1.5, n_iter=0), "n_iter must be an integer >= 1"),
+    (lambda x: F.entmax_alpha(x, 1.5, n_iter=0), "needs an integer n_iter >= 1"),
     (lambda x: F.topk_softmax(x, 0), "k >= 1, got k=0"),
     (lambda x: F.topk_softmax(x, 2.5), "k >= 1, got k=2.5"),
 ])

@@ -223,7 +223,7 @@ def test_backward_reaches_the_attention_weights(name):
     (lambda: attention_function("topk", k=0), "k >= 1"),
     (lambda: attention_function("entmax_alpha", alpha=1.0), r"alpha in \(1, 2\]"),
     (lambda: attention_function("entmax_alpha", alpha=[1.5, 2.5]), r"alpha in \(1, 2\]"),
-    (lambda: attention_function("entmax_alpha", n_iter=0), "n_iter must be an integer >= 1"),
+    (lambda: attention_function("entmax_alpha", n_iter=0), "needs an integer n_iter >= 1"),
 ])
 def test_bad_options_are_one_clear_line(make_bad, message):
     with pytest.raises(ValueError, match=message) as error:

@@ -241,7 +241,7 @@ def test_alpha_is_not_stored_as_a_parameter():
     (lambda: EntmaxAlpha(2, alpha_init=2.0), "alpha init"),
     (lambda: EntmaxAlpha(2, alpha_init=1.0), "alpha init"),
     (lambda: EntmaxAlpha(2, alpha_init="randn"), "alpha init must be 'random' or a number"),
-    (lambda: EntmaxAlpha(2, n_iter=0), "iteration"),
+    (lambda: EntmaxAlpha(2, n_iter=0), "integer n_iter >= 1"),
     (lambda: build_normalizer("softmaxx", 2), "unknown attention normaliser 'softmaxx'"),
     (lambda: check_fits("topk", "nowhere"), "cannot be used"),
 ])
