@@ -1,6 +1,6 @@
 """The compiled kernels (``--attn-impl compiled``) against the eager ones: same weights,
-same gradients, the inexact fused top-k falling back on the general kernel, and new batch
-sizes and sentence lengths reusing the compiled code."""
+same gradients, and new batch sizes, sentence lengths and values of k reusing the compiled
+code."""
 
 import itertools
 
