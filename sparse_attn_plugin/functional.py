@@ -59,7 +59,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """``softmax(x)_j = exp(x_j) / sum_k exp(x_k)``, the dense baseline, under this
     module's contract (float32 for half inputs, all-zero weights on a slice with every
     entry ``-inf``, where :func:`torch.softmax` gives NaN)."""
-    return normalize_along(partial(torch.softmax, dim=-1), x, dim, Softmax.zeroes_empty_rows)
+    return normalize_along(partial(torch.softmax, dim=-1), x, dim, Softmax.zeroes_empty_rows,
+                           "softmax")
 
 
 def sparsemax(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:
@@ -71,7 +72,8 @@ def sparsemax(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:
     every ``x_j <= tau``. Computed exactly (the entmax package's sort or the Newton solver,
     as ``impl`` picks; see the module docstring)."""
     check_impl(impl)
-    return normalize_along(partial(SPARSEMAX, impl), x, dim, Sparsemax.zeroes_empty_rows)
+    return normalize_along(partial(SPARSEMAX, impl), x, dim, Sparsemax.zeroes_empty_rows,
+                           "sparsemax")
 
 
 def entmax15(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:
@@ -82,7 +84,8 @@ def entmax15(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:
     sparse like sparsemax, but smoother. Computed exactly (sort or Newton, as ``impl``
     picks)."""
     check_impl(impl)
-    return normalize_along(partial(ENTMAX15, impl), x, dim, Entmax15.zeroes_empty_rows)
+    return normalize_along(partial(ENTMAX15, impl), x, dim, Entmax15.zeroes_empty_rows,
+                           "entmax15")
 
 
 def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: str = "auto",
@@ -117,7 +120,7 @@ def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: st
     n_iter = check_n_iter(n_iter)
     alpha = _alpha_along(check_alpha(alpha), x, dim)
     return normalize_along(partial(entmax_alpha_weights, alpha=alpha, n_iter=n_iter, impl=impl),
-                           x, dim, EntmaxAlpha.zeroes_empty_rows)
+                           x, dim, EntmaxAlpha.zeroes_empty_rows, "entmax_alpha")
 
 
 def _alpha_along(alpha: Union[float, Tensor], x: Tensor, dim: int):
@@ -156,7 +159,7 @@ def topk_softmax(x: Tensor, k: int, dim: int = -1, impl: str = "auto") -> Tensor
     check_impl(impl)
     k = check_k(k)
     return normalize_along(partial(topk_weights, k=k, impl=impl), x, dim,
-                           TopK.zeroes_empty_rows)
+                           TopK.zeroes_empty_rows, "topk_softmax")
 
 
 def csoftmax(x: Tensor, upper: Tensor, dim: int = -1, check: bool = False) -> Tensor:

@@ -87,24 +87,25 @@ def check_impl(impl: str) -> None:
         check_available()
 
 
-def check_scores(scores: Tensor) -> None:
-    """TypeError, one line, unless the scores are floating point (as softmax's must be)."""
+def check_scores(scores: Tensor, name: str) -> None:
+    """TypeError, one line naming ``name``, unless the scores are floating point (as
+    softmax's must be)."""
     if not (isinstance(scores, Tensor) and scores.is_floating_point()):
         got = scores.dtype if isinstance(scores, Tensor) else type(scores).__name__
-        raise TypeError("attention normalisers need floating-point scores (float16, "
-                        f"bfloat16, float32 or float64), got {got}")
+        raise TypeError(f"{name} needs floating-point scores (float16, bfloat16, float32 or "
+                        f"float64), got {got}")
 
 
 def normalize_along(normalize: Callable[[Tensor], Tensor], scores: Tensor, dim: int = -1,
-                    zeroes_empty_rows: bool = False) -> Tensor:
+                    zeroes_empty_rows: bool = False, name: str = "attention") -> Tensor:
     """The contract of this module applied by ``normalize`` (weights over the last dim of
     float32/float64 scores) along ``dim`` of ``scores``: floating-point scores only, half
     precision computed and returned in float32, an empty ``dim`` giving empty weights, rows
     with every key masked all-zero and rows with a NaN or ``+inf`` all NaN (by
     :func:`guarded`, unless ``zeroes_empty_rows`` says ``normalize`` does both itself).
     :meth:`Normalizer.forward` (``dim=-1``) and :mod:`sparse_attn_plugin.functional` (any
-    ``dim``) both run through it."""
-    check_scores(scores)
+    ``dim``) both run through it; ``name`` is the caller's, for the error messages."""
+    check_scores(scores, name)
     moved = dim not in (-1, scores.dim() - 1)
     if moved:
         scores = scores.movedim(dim, -1)
@@ -138,7 +139,8 @@ class Normalizer(nn.Module, ABC):
         self.impl = impl
 
     def forward(self, scores: Tensor) -> Tensor:
-        return normalize_along(self.normalize, scores, -1, self.zeroes_empty_rows)
+        return normalize_along(self.normalize, scores, -1, self.zeroes_empty_rows,
+                               type(self).__name__)
 
     @abstractmethod
     def normalize(self, scores: Tensor) -> Tensor:

@@ -82,14 +82,11 @@ from torch import Tensor, nn
 from torch.autograd import Function
 
 from ..errors import SparseAttnError
-from .base import at_least_float32
+from .base import at_least_float32, check_scores
 
 #: ``check=True`` accepts bound sums down to ``1 - FEASIBILITY_TOL`` (rounding slack:
 #: bounds ``f - beta`` from float32 cumulative attention rarely sum to exactly 1).
 FEASIBILITY_TOL = 1e-6
-
-#: Score dtypes accepted (the first two are computed in float32).
-FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 class InfeasibleBounds(SparseAttnError, ValueError):
@@ -99,9 +96,7 @@ class InfeasibleBounds(SparseAttnError, ValueError):
 def _prepare(name: str, scores: Tensor, upper: Tensor):
     """Check the dtypes, broadcast to one shape and compute in the scores' dtype, float32
     for half precision (the bounds follow)."""
-    if scores.dtype not in FLOATING:
-        raise TypeError(f"{name} needs floating-point scores (float16, bfloat16, float32 or "
-                        f"float64), got {scores.dtype}")
+    check_scores(scores, name)
     if upper.is_complex():
         raise TypeError(f"{name} needs real upper bounds, got {upper.dtype}")
     dtype = at_least_float32(scores).dtype

@@ -37,9 +37,10 @@ def support_weights(p: Tensor, alpha: Alpha) -> Tensor:
 def scores_grad(p: Tensor, g: Tensor, dp: Tensor):
     """``ds = g dp - g sum(g dp) / sum g``, and ``sum(dp g_hat)`` for the alpha gradient."""
     gdp = g * dp
-    # sum g >= (1/n)^(2 - alpha) on a row with weights; empty rows (g = 0) get ds = 0
-    dp_ghat = gdp.sum(-1, keepdim=True) / g.sum(-1, keepdim=True).clamp_min(
-        torch.finfo(g.dtype).tiny)
+    # sum g >= (1/n)^(2 - alpha) on a row with weights; empty rows (g = 0) get ds = 0, and
+    # divide by 1 (not by a tiny number, whose square, in the second derivative, is 0)
+    total = g.sum(-1, keepdim=True)
+    dp_ghat = gdp.sum(-1, keepdim=True) / torch.where(total == 0, 1.0, total)
     return gdp - g * dp_ghat, dp_ghat
 
 
