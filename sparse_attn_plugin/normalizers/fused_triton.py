@@ -6,7 +6,8 @@ scores once and writes the weights once, as softmax's does:
 * alpha-entmax: ``x = (alpha - 1)(s - max s)`` and the safeguarded Newton solver of
   :mod:`.entmax_newton` on ``||(x - tau)_+||_r = 1`` (``r = 1 / (alpha - 1)``), its steps
   kept inside the shrinking bracket ``[-1, 0]``, run until no row of the block moves or
-  ``max_iter`` steps; then ``p = u^r / sum u^r`` with ``u = (x - tau)_+``. ``alpha`` is
+  ``max_iter`` steps (in float64 one more, to rounding); then ``p = u^r / sum u^r`` with
+  ``u = (x - tau)_+``. ``alpha`` is
   one number per row (per head for learned alpha-entmax), and sparsemax (``r = 1``) and
   1.5-entmax (``r = 2``) have their own cases without a general power.
 * top-k (Zhao et al. 2019): the k-th largest score counted with repeats, as the largest
@@ -123,7 +124,7 @@ def _entmax_solve(scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
     grid, blocks = _launch(alphas.numel(), flat.size(-1))
     tol = TOLERANCE.get(flat.dtype, 1e-6) if tol is None else tol
     forward_kernel[grid](flat, alphas, probs, alphas.numel(), flat.size(-1), max_iter, tol,
-                         KIND=_kind(alpha), **blocks)
+                         KIND=_kind(alpha), POLISH=flat.dtype == torch.float64, **blocks)
     return probs, None
 
 

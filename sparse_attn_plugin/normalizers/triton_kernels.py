@@ -63,11 +63,26 @@ def _row_powers(u, r, KIND: tl.constexpr):
 
 
 @triton.jit
-def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
-                   KIND: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _newton(x, tau, r, KIND: tl.constexpr):
+    """``h(tau) = ||(x - tau)_+||_r - 1`` per row, and Newton's next ``tau``."""
+    u = tl.maximum(x - tau[:, None], 0.0)
+    ur1, norm = _row_powers(u, r, KIND)
+    if KIND == SPARSEMAX:
+        slope = tl.sum(ur1, axis=1)
+    elif KIND == ENTMAX15:
+        slope = tl.sum(ur1, axis=1) / norm
+    else:
+        slope = tl.sum(ur1, axis=1) / tl.exp(tl.log(norm) * (r - 1))
+    return norm - 1, tau + (norm - 1) / slope
+
+
+@triton.jit
+def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol, KIND: tl.constexpr,
+                   POLISH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``P`` = alpha-entmax of the rows of ``S`` (``n_rows`` x ``n_cols``, contiguous),
     ``ALPHA`` one per row: safeguarded Newton steps on the threshold until no row of the
-    block moves (or ``max_iter``), then ``p = u^r / sum u^r`` (0 on empty rows)."""
+    block moves (or ``max_iter``), with ``POLISH`` one more (float64: to rounding), then
+    ``p = u^r / sum u^r`` (0 on empty rows, NaN on rows with a NaN or ``+inf``)."""
     rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
     s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
     alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(s.dtype)
@@ -79,16 +94,7 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
     step = 0
     moved = 1
     while (step < max_iter) & (moved > 0):
-        u = tl.maximum(x - tau[:, None], 0.0)
-        ur1, norm = _row_powers(u, r, KIND)
-        h = norm - 1
-        if KIND == SPARSEMAX:
-            slope = tl.sum(ur1, axis=1)
-        elif KIND == ENTMAX15:
-            slope = tl.sum(ur1, axis=1) / norm
-        else:
-            slope = tl.sum(ur1, axis=1) / tl.exp(tl.log(norm) * (r - 1))
-        newton = tau + h / slope
+        h, newton = _newton(x, tau, r, KIND)
         above = h > 0
         lo = tl.where(above, tau, lo)
         hi = tl.where(above, hi, tau)
@@ -97,6 +103,9 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
         moved = tl.max(tl.where((new != tau) & row_ok, 1, 0), axis=0)
         tau = new
         step += 1
+    if POLISH:
+        _, newton = _newton(x, tau, r, KIND)
+        tau = tl.where((newton >= lo) & (newton <= hi), newton, tau)
     u = tl.maximum(x - tau[:, None], 0.0)
     ur1, _ = _row_powers(u, r, KIND)
     p = ur1 * u

@@ -88,7 +88,7 @@ def test_float32_alpha_entmax_is_shift_invariant(impl, offset):
                           torch.tensor([0.7804, 0.2196]), atol=1e-4)
 
 
-@pytest.mark.parametrize("impl", ["torch", "compiled"])
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("alpha", [2.0, 1.5, 1.7, 1.3, 1.1])
 @pytest.mark.parametrize("offset", [0.0, 1e3, 1e6, 1e30])
 def test_float64_weights_are_exact_to_rounding_at_any_offset(impl, alpha, offset):
