@@ -28,6 +28,8 @@ SPEED_PROBE_S = 60.0
 _JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
 _GEN_SPEED = re.compile(r"\(([\d.,]+) sentences/s")
 _SUBSET_SIZE = re.compile(r"^INFO:fairseq\.tasks\.\w+:.* (\d+) examples$", re.MULTILINE)
+#: An H- line's sentence id: the sentences fairseq-generate translated.
+_HYPOTHESIS_ID = re.compile(r"^H-(\d+)\t", re.M)
 #: fairseq 0.12 drops a last batch smaller than --required-batch-size-multiple (8 by
 #: default; fairseq issue #5036), so a test set of 3003 sentences would be scored on
 #: 3000. Generation never needs the multiple.
@@ -258,10 +260,10 @@ def generate(data: Path, checkpoint: Path, flags: Sequence[str], log: Path,
     speed = _GEN_SPEED.search(text)
     if not speed:
         raise RuntimeError(f"fairseq-generate reported no speed (full log: {log})")
-    output = read_generate_output(text.splitlines())
-    size = _SUBSET_SIZE.findall(text)
-    if size and len(output.ids) != int(size[-1]):
-        raise RuntimeError(f"fairseq-generate translated {len(output.ids)} of {size[-1]} "
+    size, translated = _SUBSET_SIZE.findall(text), set(_HYPOTHESIS_ID.findall(text))
+    if size and len(translated) != int(size[-1]):   # before the reader refuses a gap
+        raise RuntimeError(f"fairseq-generate translated {len(translated)} of {size[-1]} "
                            f"sentences (full log: {log})")
+    output = read_generate_output(text.splitlines())
     return GenerateResult(output, float(speed.group(1).replace(",", "")), Path(log))
 

@@ -365,6 +365,7 @@ def test_full_run_trains_and_decodes_each_corpus_on_its_own_data(
     trained, generated = [], []
     monkeypatch.setattr(pipeline, "train", fake_train(trained))
     monkeypatch.setattr(pipeline, "generate", fake_generate(generated))
+    monkeypatch.setattr(pipeline, "cpu_refusal", lambda flags: None)  # the fakes take --fp16
     work, out = tmp_path / "work", tmp_path / "out"
     reproduce.main([MALAVIYA, "--data", synthetic_bin, "--updates", "3", "--work-dir", work,
                     "--out", out, *(f"--corpus-data={n}={d}" for n, d in corpora.items()),
