@@ -202,7 +202,10 @@ def newton_solve(scores: Tensor, alpha: Union[float, Tensor], max_iter: int = 30
 
 def _compiled_backward(p: Tensor, g: Tensor, dp: Tensor, alpha: Union[float, Tensor],
                        alpha_needed: bool):
-    """:func:`.entmax_grad.eager_backward`'s gradients by the compiled kernels."""
+    """:func:`.entmax_grad.eager_backward`'s gradients by the compiled kernels (``dp``
+    made contiguous: an expanded or strided one, as ``sum().backward()`` gives, would
+    compile another graph for each layout)."""
+    dp = dp.contiguous()
     if alpha_needed:
         return _kernel(grads, "compiled", alpha)(p, g, dp, alpha)
     return _kernel(scores_grad, "compiled")(p, g, dp)[0], None

@@ -75,7 +75,7 @@ class TopKSoftmax(torch.autograd.Function):
     def backward(ctx, d_probs: Tensor):
         (probs,) = ctx.saved_tensors
         if ctx.fused and not torch.is_grad_enabled():
-            return compiled(_softmax_grad)(probs, d_probs.detach()), None, None
+            return compiled(_softmax_grad)(probs, d_probs.detach().contiguous()), None, None
         return _softmax_grad(probs, d_probs), None, None
 
 
