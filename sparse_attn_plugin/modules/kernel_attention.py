@@ -50,6 +50,12 @@ from ..normalizers.kernels import (
 PE_INTEGRATIONS = ("direct_sum", "lookup", "product_xl", "product_sym", "none")
 
 
+def kernel_is_symmetric(symmetric: bool, pe_integration: str) -> bool:
+    """Whether the kernel shares ``W_q = W_k``: asked for, or implied by ``product_sym``,
+    the paper's proposal, whose kernel is symmetric at every site (Table 3)."""
+    return symmetric or pe_integration == "product_sym"
+
+
 def token_positions(padding_mask: Optional[Tensor], length: int, batch: int,
                     device) -> Tensor:
     """``(B, S)`` positions of the tokens, counting only unpadded ones (pads get 0)."""
@@ -88,7 +94,7 @@ class KernelMultiheadAttention(nn.Module):
         self.head_dim = embed_dim // num_heads
         self.kernel, self.pe_integration = kernel, pe_integration
         self.value_pe = value_pe and pe_integration != "none"
-        self.symmetric = symmetric or pe_integration == "product_sym"
+        self.symmetric = kernel_is_symmetric(symmetric, pe_integration)
         self.q_proj = nn.Linear(embed_dim, embed_dim)
         self.k_proj = None if self.symmetric else nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)

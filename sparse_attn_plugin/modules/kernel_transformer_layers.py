@@ -14,14 +14,14 @@ from fairseq.modules.transformer_layer import (
     TransformerEncoderLayerBase,
 )
 
-from .kernel_attention import KernelMultiheadAttention
+from .kernel_attention import KernelMultiheadAttention, kernel_is_symmetric
 
 
 def kernel_attention(cfg, site: str, embed_dim: int, heads: int) -> KernelMultiheadAttention:
     """The attention of ``site`` as the model configuration ``cfg`` describes it."""
     with_pe = site in cfg.kernel_pe_sites
-    # the proposed kernel is symmetric at every site, with positions or not (Table 3)
-    symmetric = cfg.kernel_symmetric or cfg.pe_integration == "product_sym"
+    # symmetric at every site, with positions or not: decided by the model's integration
+    symmetric = kernel_is_symmetric(cfg.kernel_symmetric, cfg.pe_integration)
     return KernelMultiheadAttention(
         embed_dim, heads, kernel=cfg.kernel, symmetric=symmetric,
         pe_integration=cfg.pe_integration if with_pe else "none", value_pe=cfg.value_pe,

@@ -140,8 +140,6 @@ def _first_steps(scores: Tensor, alpha: Union[float, Tensor], tol: float, steps:
     return p, g, moved, tau, lo, hi
 
 
-#: The kernels above, as run: eagerly (``"torch"``) or fused by ``torch.compile``.
-IMPLS = ("torch", "compiled")
 #: Compiled, the Newton steps of the fused first call and of each later block (a check
 #: for convergence between blocks waits for the device, so compiled code checks rarely).
 FIRST_STEPS, BLOCK = 6, 3
@@ -216,9 +214,10 @@ def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = 
                   impl: str = "torch") -> Tensor:
     """alpha-entmax of ``scores`` along ``dim`` for ``alpha`` in (1, 2] (a number, or a
     tensor broadcastable to ``scores`` with size 1 along ``dim``, e.g. one per head);
-    differentiable in both, twice. Special rows as the module docstring says. ``impl``: one
-    of :data:`IMPLS`; compiled, the kernels see the scores as rows (:func:`as_rows`), and a
-    single row or key (a graph of its own for ``torch.compile``) is solved eagerly."""
+    differentiable in both, twice. Special rows as the module docstring says. ``impl``:
+    ``"torch"`` (eagerly) or ``"compiled"`` (fused by ``torch.compile``; the kernels see
+    the scores as rows, :func:`as_rows`, and a single row or key, a graph of its own, is
+    solved eagerly)."""
     if dim not in (-1, scores.dim() - 1):
         scores = scores.transpose(dim, -1)
         if isinstance(alpha, Tensor):
