@@ -56,10 +56,9 @@ from sparse_attn_experiments.timing import (
     warmed_medians,
 )
 from sparse_attn_plugin import register
-from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.files import markdown_table, write_text_atomic
 from sparse_attn_plugin.normalizers import Softmax, Sparsemax
 from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
-from sparse_attn_plugin.results_io import markdown_table
 
 #: name -> (module factory, takes upper bounds)
 METHODS = {"softmax": (Softmax, False), "sparsemax": (Sparsemax, False),

@@ -33,8 +33,12 @@ from sparse_attn_data import (
 )
 from sparse_attn_data.synthetic import write_corpus
 from sparse_attn_experiments.provenance import provenance_header
-from sparse_attn_plugin.files import read_lines, write_json_atomic, write_text_atomic
-from sparse_attn_plugin.results_io import markdown_table
+from sparse_attn_plugin.files import (
+    markdown_table,
+    read_lines,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 CORPORA = (iwslt14_de_en, iwslt15_en_vi, wmt14_en_de, kftt_ja_en, wmt16_ro_en)
 #: Published training pairs where the recipe does not list them (before cleaning).

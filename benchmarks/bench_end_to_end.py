@@ -53,10 +53,9 @@ from sparse_attn_experiments.provenance import (
 )
 from sparse_attn_experiments.timing import interleaved_samples
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES, NormalizerOptions
 from sparse_attn_plugin.normalizers.fused_triton import have_triton
-from sparse_attn_plugin.results_io import markdown_table
 
 # bench_training (a script beside this one) also when this file is imported by its path
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -34,11 +34,10 @@ from sparse_attn_experiments.comparison.models import transformer_size
 from sparse_attn_experiments.pipeline import PLUGIN_DIR
 from sparse_attn_experiments.provenance import provenance_header
 from sparse_attn_experiments.timing import generation_seconds, interleaved_medians
-from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import HardRetrieval, Normalizer, Softmax
 from sparse_attn_plugin.normalizers.base import weighted_sum
 from sparse_attn_plugin.normalizers.hard import gather_values
-from sparse_attn_plugin.results_io import markdown_table
 
 BEAM = 4
 

@@ -47,7 +47,7 @@ from sparse_attn_experiments.timing import (
     start_timing,
     warmed_medians,
 )
-from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.files import markdown_table, write_text_atomic
 from sparse_attn_plugin.normalizers import (
     COMPILED,
     CONSTRAINED,
@@ -57,7 +57,6 @@ from sparse_attn_plugin.normalizers import (
 )
 from sparse_attn_plugin.normalizers.entmax_newton import entmax15_newton, sparsemax_newton
 from sparse_attn_plugin.normalizers.fused_triton import have_triton
-from sparse_attn_plugin.results_io import markdown_table
 
 #: The normalisers timed here. Hard retrieval replaces the weighted sum as well, so
 #: its module alone is not what a model runs: benchmarks/bench_hard_attention.py

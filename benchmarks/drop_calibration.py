@@ -26,8 +26,7 @@ from sparse_attn_plugin.evaluation.aligner import (
     train_aligner,
 )
 from sparse_attn_plugin.evaluation.drop import corpus_drop
-from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
-from sparse_attn_plugin.results_io import markdown_table
+from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 
 
 def delete_reference_words(refs, golds, fraction, seed=0):

@@ -19,8 +19,7 @@ from typing import Dict, List, Optional
 
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.evaluation.drop import PUBLISHED_SYMMETRIZATION
-from sparse_attn_plugin.files import write_text_atomic
-from sparse_attn_plugin.results_io import markdown_table
+from sparse_attn_plugin.files import markdown_table, write_text_atomic
 
 from .comparison.published import published_rows
 from .comparison.report import DROP_COLUMN, stopped_cell

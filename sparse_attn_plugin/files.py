@@ -223,3 +223,11 @@ def decode_lines(data: bytes, name: str, nonempty: bool = False,
     if nonempty and not blank and not text.strip():
         raise InputError(f"{name}: holds only blank lines ({len(lines)})")
     return lines
+
+
+def markdown_table(header: Sequence, rows: Iterable[Sequence]) -> str:
+    """A Markdown table of ``header`` and ``rows`` (each cell as ``str`` gives it), for the
+    result files the commands write."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ from typing import Dict, List, Sequence, Tuple
 from sparse_attn_plugin.evaluation import brevity_penalty
 from sparse_attn_plugin.evaluation.drop import DROP_SYMMETRIZATION
 from sparse_attn_plugin.evaluation.significance import describe
-from sparse_attn_plugin.results_io import markdown_table
+from sparse_attn_plugin.files import markdown_table
 from sparse_attn_plugin.sites import SITES
 
 from ..pipeline import STOPPED

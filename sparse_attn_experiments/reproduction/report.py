@@ -8,7 +8,7 @@ from typing import Dict, List, Tuple
 
 from sparse_attn_plugin.evaluation.meteor import LANGUAGE_PRESETS
 from sparse_attn_plugin.evaluation.significance import RESAMPLES
-from sparse_attn_plugin.results_io import markdown_table
+from sparse_attn_plugin.files import markdown_table
 
 from ..provenance import provenance_header
 from .config import (

@@ -29,9 +29,8 @@ from ..checkpoints import (
     updates_of,
 )
 from ..command_line import CommandParser
-from ..files import write_text_atomic
+from ..files import markdown_table, write_text_atomic
 from ..normalizers import EntmaxAlpha
-from ..results_io import markdown_table
 from ..sites import SITES
 from . import plots
 from .attention_stats import head_statistics, layer_of, reads_attention, site_of
