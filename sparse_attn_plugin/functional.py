@@ -19,7 +19,7 @@ The contract, as the modules' (:mod:`.normalizers.base`):
 * ``impl`` (where a normaliser has several implementations): ``"auto"`` (the default:
   the Triton kernels for CUDA tensors where Triton is installed, the eager code
   elsewhere), ``"torch"`` (eagerly), ``"compiled"`` (fused by ``torch.compile``, compiled
-  on first use: seconds), ``"triton"`` (a CUDA device). Any other value is a ValueError.
+  on first use), ``"triton"`` (a CUDA device). Any other value is a ValueError.
   All agree to rounding; the choice changes speed, not results.
 
 Papers: sparsemax, Martins & Astudillo (2016), "From Softmax to Sparsemax"; 1.5-entmax and

@@ -4,8 +4,9 @@ kernels on a GPU).
 A normaliser's pure kernel functions (elementwise work and row reductions, no control
 flow on data) are compiled on first use, once per process, with dynamic shapes: a new
 batch size or sentence length reuses the compiled code instead of compiling again. The
-first call pays the compilation (seconds per kernel; ``benchmarks/bench_normalizers.py``
-reports it); the eager functions stay the reference the compiled ones are tested against.
+first call pays the compilation (``benchmarks/bench_normalizers.py`` reports how long:
+results/bench/normalizers.md); the eager functions stay the reference the compiled ones
+are tested against.
 
 The callers give every kernel few kinds of input, so that a kernel keeps one graph per
 dtype and autograd mode, well under dynamo's recompile limit (8 per function, past which it

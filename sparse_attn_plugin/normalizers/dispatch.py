@@ -9,18 +9,17 @@ All agree to rounding, so the choice changes speed, not results. ``--attn-impl``
 
 * ``torch``: eagerly, by the algorithm that is faster for scores of that device and size
   (:func:`sort_or_newton`), a rule fixed by measurement;
-* ``compiled``: the kernels fused by ``torch.compile``, compiled on first use (seconds);
+* ``compiled``: the kernels fused by ``torch.compile``, compiled on first use;
 * ``triton``: the Triton kernels, on a CUDA device;
 * ``auto``, the default: ``triton`` for scores on a CUDA device where Triton is installed
   and the rows fit its kernels (at most ``MAX_COLS`` keys), ``torch`` elsewhere.
 
-Why ``auto`` is a rule and not a race: on an H100 the Triton kernels ran at 0.81-1.16 of
-softmax forward + backward at NMT shapes and at 1.05-1.75 of it in inference (learned
-alpha 0.37-0.56; a whole decode with it ran at 0.91 of softmax's), and ``torch.compile``'s
-kernels, faster than the eager ones on a CPU in a long training, cost seconds of
-compilation for every kind of input, which a decode never earns back. Choosing by timing
-in the middle of a run, as this module once did, made the default decode 3-10x slower
-than any explicit choice.
+Why ``auto`` is a rule and not a race: on a GPU the Triton kernels run near softmax's
+speed, and ``torch.compile``'s kernels, faster than the eager ones on a CPU in a long
+training, pay a compilation for every kind of input that a decode never earns back.
+Choosing by timing in the middle of a run, as this module once did, made the default
+decode several times slower than any explicit choice (the figures: docs/methods.md,
+"How they are computed", and docs/gpus.md).
 
 A Triton kernel that cannot run on this machine under ``auto`` (a GPU too old for Triton,
 no C compiler for its launcher) is left out for the rest of the process with one warning,
@@ -45,12 +44,9 @@ IMPLS = ("auto", "torch", "compiled", "triton")
 Kernel = Tuple[str, Callable[..., Tensor]]
 
 #: Scores (elements of one call) from which the Newton solver beats the entmax package's
-#: sort on a CPU. ``benchmarks/bench_normalizers.py`` (``[sort]`` against ``[newton]``, 2
-#: threads): the sort is 2x faster at 960 scores (a decoding step of 4 sentences, beam 5),
-#: where the solver's per-step overhead dominates; Newton is 1.4x faster at 25,600, about
-#: even at 76,800, and 1.7-3.7x faster at 204,800 and 1,280,000 (training batches, forward
-#: and backward, results/bench/normalizers.md); on one thread the
-#: sort was faster up to 3,200 scores.
+#: sort on a CPU: the sort is faster on small decoding steps, where the solver's per-step
+#: overhead dominates, Newton on training batches (``[sort]`` against ``[newton]`` in
+#: results/bench/normalizers.md; docs/methods.md quotes them).
 NEWTON_FROM = 1 << 14
 
 _triton_failed = False
@@ -67,10 +63,9 @@ def resolve(impl: str, scores: Tensor) -> str:
 
 
 def sort_or_newton(scores: Tensor) -> str:
-    """The eager rule for sparsemax and 1.5-entmax: ``sort`` on a GPU (0.43 of softmax
-    against the eager Newton solver's 0.29 on an H100, where each Newton step is several
-    kernel launches) and for fewer than :data:`NEWTON_FROM` scores on a CPU, ``newton``
-    for more."""
+    """The eager rule for sparsemax and 1.5-entmax: ``sort`` on a GPU (faster there, each
+    Newton step being several kernel launches: docs/gpus.md) and for fewer than
+    :data:`NEWTON_FROM` scores on a CPU, ``newton`` for more."""
     return "sort" if scores.is_cuda or scores.numel() < NEWTON_FROM else "newton"
 
 

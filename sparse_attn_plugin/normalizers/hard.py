@@ -95,8 +95,8 @@ def sample_keys(weights: Tensor) -> Tensor:
     """One key per row, drawn with probability ``weights_j / sum_k weights_k``
     (weights ``>= 0`` with a positive sum), by inverting the CDF: the first ``j``
     with ``cumsum_j >= u``, ``u ~ U(0, sum]``. A key of zero weight is never drawn.
-    ``(..., S)`` -> ``(...,)``. (An order of magnitude faster than
-    ``torch.multinomial`` on many short rows.)"""
+    ``(..., S)`` -> ``(...,)``. (Faster than ``torch.multinomial`` on
+    many short rows: docs/methods.md.)"""
     cdf = weights.cumsum(-1)
     total = cdf[..., -1:]
     u = (1.0 - torch.rand_like(total)) * total
