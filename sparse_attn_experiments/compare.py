@@ -65,8 +65,8 @@ from .pipeline import STOPPED, FairseqFailed
 logger = logging.getLogger(__spec__.name)
 
 #: The stopping rule without ``--data`` (the demo's synthetic corpus: about 240 updates
-#: an epoch at 8 updates/s on 2 CPU cores; softmax's validation loss flattens after
-#: about 800 updates) and with it; ``--model paper``'s, as README's training loop (5
+#: an epoch; softmax's validation loss flattens after about 800 updates; its speed on a
+#: CPU: results/demo/) and with it; ``--model paper``'s, as README's training loop (5
 #: epochs without a better validation loss, no time budget);
 #: ``--smoke`` stops every row at 200 updates or after 5 minutes of training.
 SCHEDULES = {

@@ -118,8 +118,9 @@ def _prepared(data: Path) -> dict:
 
 
 #: The demo's synthetic language pair: 50 word types a side and sentences of 3 to 12
-#: source words, small enough that the demo's tiny model converges in about a minute
-#: on 2 CPU cores (the library's default, 300 types and up to 40 words, takes several).
+#: source words, small enough for the demo's tiny model to learn within its short time
+#: budget on a CPU (results/demo/); the library's default, 300 types and up to 40 words,
+#: takes far longer.
 DEMO_LANGUAGE = {"src_vocab": 50, "tgt_vocab": 50, "max_len": 12}
 
 

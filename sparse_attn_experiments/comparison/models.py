@@ -3,8 +3,8 @@ attention per row, every other setting shared.
 
 * ``tiny``: the demo's 2+2-layer, 64-dim transformer (4 heads), for the synthetic corpus;
 * ``small``: a 3+3-layer, 128-dim transformer (4 heads, 512-dim feed-forward, dropout
-  0.3), sized for a real corpus of Multi30k's size on 2 CPU cores (about 3.5k target
-  words/s there);
+  0.3), sized for a real corpus of Multi30k's size on 2 CPU cores (its speed there:
+  results/multi30k/);
 * ``paper``: fairseq's ``transformer_iwslt_de_en`` (6+6 layers, 512-dim, 4 heads,
   1024-dim feed-forward), the model Zhao et al. and Tsai et al. train on IWSLT14 De-En,
   with fairseq's IWSLT14 recipe (as README's training loop and
