@@ -150,13 +150,19 @@ def same_state(a, b) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+def device_sync(args):
+    return torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+
+
 def train_in_process(data, model, rows, args, flags):
-    """Milliseconds per training batch of every row in every round, and whether fairseq's
-    transformer and our softmax start from identical weights."""
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    built, samples = in_process(data, flags, {r.label: row_flags(r, model) for r in rows},
-                                args.batches, args.device, args.fp16)
+    """Milliseconds per training batch of every row in every round, whether fairseq's
+    transformer and our softmax start from identical weights, and the target tokens per
+    batch."""
+    sync = device_sync(args)
+    built, samples, _ = in_process(data, flags, {r.label: row_flags(r, model) for r in rows},
+                                   args.batches, args.device, args.fp16)
     identical = same_state(built[FAIRSEQ][0], built[SOFTMAX][0])
+    tokens = sum(sample["ntokens"] for sample in samples) / len(samples)
 
     def step(label):
         train_step(*built[label], samples)
@@ -170,7 +176,40 @@ def train_in_process(data, model, rows, args, flags):
     if args.device == "cuda":
         torch.cuda.empty_cache()
     return {label: [1e3 * s / args.batches for s in runs] for label, runs in seconds.items()}, \
-        identical
+        identical, tokens
+
+
+def generate_in_process(data, model, rows, args, flags):
+    """Sentences/s of every row in every round decoded in this process by fairseq's
+    beam search (beam 5, batches of 128 test sentences, every hypothesis forced to
+    ``--length`` tokens), the rows' models built from one seed, and each row's hypotheses
+    (token ids) of an untimed first decode."""
+    from fairseq import utils
+    from fairseq.sequence_generator import SequenceGenerator
+
+    sync = device_sync(args)
+    built, _, task = in_process(data, flags, {r.label: row_flags(r, model) for r in rows}, 0,
+                                args.device, args.fp16)
+    task.load_dataset("test")
+    test = task.dataset("test")
+    batches = [test.collater([test[i] for i in range(start, min(start + 128, len(test)))])
+               for start in range(0, len(test), 128)]
+    if args.device == "cuda":
+        batches = [utils.move_to_cuda(batch) for batch in batches]
+    generators = {label: SequenceGenerator([network.eval()], task.target_dictionary,
+                                           beam_size=5, min_len=args.length, max_len_a=0,
+                                           max_len_b=args.length)
+                  for label, (network, _) in built.items()}
+
+    def decode(label):
+        with torch.inference_mode():
+            return [hypo[0]["tokens"].tolist() for batch in batches
+                    for hypo in generators[label].generate(None, batch)]
+
+    hypotheses = {label: decode(label) for label in generators}  # untimed: compiles, settles
+    seconds = interleaved_samples({label: (lambda x=label: decode(x)) for label in generators},
+                                  args.rounds, sync=sync)
+    return {label: [len(test) / s for s in runs] for label, runs in seconds.items()}, hypotheses
 
 
 def rotated(rows, r):
@@ -303,11 +342,14 @@ def model_tables(model, result, rows, args):
         f"## {model} model\n\n"
         f"fairseq's `{fairseq_arch(model)}` and our `sparse_transformer --attn-fn softmax` "
         f"built from the same seed: initial weights "
-        f"{'identical' if checks['initial_weights_identical'] else 'DIFFERENT'}. Our softmax "
-        f"checkpoint decoded as fairseq's transformer: {checks['identical_hypotheses']} of "
-        f"{checks['sentences']} hypotheses identical to our softmax's.\n")
+        f"{'identical' if checks['initial_weights_identical'] else 'DIFFERENT'}. "
+        + ("Decoded from those weights" if args.in_process
+           else "Our softmax checkpoint decoded as fairseq's transformer")
+        + f": {checks['identical_hypotheses']} of {checks['sentences']} hypotheses identical "
+        "to our softmax's.\n")
+    decoded_by = "in process" if args.in_process else "fairseq-generate"
     for measure, title, unit in (("train", "training", "ms per batch (in process)"),
-                                 ("generate", "generation", "sentences/s (fairseq-generate)")):
+                                 ("generate", "generation", f"sentences/s ({decoded_by})")):
         table = []
         for row in rows:
             record = result["rows"][row.label]
@@ -316,17 +358,38 @@ def model_tables(model, result, rows, args):
             cells += [ratio_cell(record["ratios"][measure][d])
                       for d in (OVER_FAIRSEQ, OVER_SOFTMAX, OVER_TORCH)]
             if measure == "train":
-                cells.append(ratio_cell(record["ratios"]["words"][OVER_SOFTMAX]))
+                cells.append(spread(record["words_per_second"], 0) if args.in_process
+                             else ratio_cell(record["ratios"]["words"][OVER_SOFTMAX]))
             judged = record["targets"][measure]
             cells += [judged["target"], judged["verdict"]] if judged else ["-", "-"]
             table.append(cells)
         headers = ["row", unit, f"speed {OVER_FAIRSEQ}", f"speed {OVER_SOFTMAX}",
                    f"speed {OVER_TORCH}"]
         if measure == "train":
-            headers.append(f"fairseq-train words/s {OVER_SOFTMAX}")
+            headers.append("target words/s (in process)" if args.in_process
+                           else f"fairseq-train words/s {OVER_SOFTMAX}")
         parts.append(f"### {model} model: {title}\n\n"
                      + markdown_table([*headers, "target", "verdict"], table))
     return parts
+
+
+def measured_by_fairseq(args, updates, tokens):
+    return (f"fairseq-train words/s over {updates} updates (the first logging interval left "
+            f"out); tokens per training batch {tokens}. Generation: fairseq-generate of "
+            f"{args.test_size} sentences, beam 5, batch 128, every hypothesis forced to "
+            f"{args.length} tokens, our softmax's checkpoint decoded per row with "
+            "`--model-overrides` (for fairseq's transformer: a copy of it recording fairseq's "
+            f"architecture), after {args.gen_warmup} untimed decode(s) per row (on-disk "
+            "compile caches warm). ")
+
+
+def measured_in_process(args, tokens):
+    return (f"words/s are target tokens per batch over its time (tokens per training batch "
+            f"{tokens}). Generation (`--in-process`, no fairseq command started): fairseq's "
+            f"beam search in this process over {args.test_size} test sentences, beam 5, "
+            f"batches of 128, every hypothesis forced to {args.length} tokens, each row's "
+            "model built from the same seed (untrained: with the length forced, decoding "
+            "does the same work whatever the weights), after one untimed decode per row. ")
 
 
 def render(results, rows, args, command):
@@ -347,14 +410,10 @@ def render(results, rows, args, command):
         "flags (no `--attn-impl`); `NAME [impl]` is `--attn-impl impl`.\n",
         f"Training: {args.batches} batches (forward + backward) per timed sample, built in "
         "this process as fairseq-train builds them (two untimed steps each first)"
-        + (", CUDA-synchronised" if args.device == "cuda" else "") + "; fairseq-train "
-        f"words/s over {updates} updates (the first logging interval left out); tokens per "
-        f"training batch {tokens}. Generation: fairseq-generate of {args.test_size} sentences, "
-        f"beam 5, batch 128, every hypothesis forced to {args.length} tokens, our softmax's "
-        "checkpoint decoded per row with `--model-overrides` (for fairseq's transformer: a "
-        "copy of it recording fairseq's architecture), after "
-        f"{args.gen_warmup} untimed decode(s) per row (on-disk compile caches warm). "
-        "Targets: our softmax not below fairseq's transformer beyond the spread; on a GPU "
+        + (", CUDA-synchronised" if args.device == "cuda" else "") + "; "
+        + (measured_in_process(args, tokens) if args.in_process
+           else measured_by_fairseq(args, updates, tokens))
+        + "Targets: our softmax not below fairseq's transformer beyond the spread; on a GPU "
         f"the default flags of every normaliser at least {GPU_TARGETS['train']} of our "
         f"softmax in training ({GPU_TRAIN_TARGET_ALPHA} for learned alpha) and "
         f"{GPU_TARGETS['generate']} in generation; on a CPU the default flags not slower "
@@ -397,6 +456,11 @@ def parse_args(argv):
                         help="CPU threads of this process and of fairseq's commands (default: "
                              "torch's; on a shared machine 1 is steadier)")
     parser.add_argument("--work-dir", type=Path, help="default: a temporary directory")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure training words/s and generation sentences/s in this "
+                             "process only, no fairseq-train or fairseq-generate command "
+                             "(their start-up, 40 or more per model, would not fit a short "
+                             "GPU lease)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run for tests: 2 rounds, 10 updates, 2 batches, 16 "
                              "sentences of 5 tokens, no warm-up decode")
@@ -441,10 +505,15 @@ def parse_args(argv):
 def run_model(data, model, rows, args, work):
     flags = [*MODELS[model][0], *(["--max-tokens", str(args.max_tokens)] if args.max_tokens
                                   else []), *args.device_flags]
-    in_process_ms, identical = train_in_process(data, model, rows, args, flags)
-    checkpoint = work / f"{model}-softmax.pt"
-    words = fairseq_train(data, model, rows, args, flags, work, checkpoint)
-    speed, hypotheses = fairseq_generate(data, model, rows, args, checkpoint, work)
+    in_process_ms, identical, tokens = train_in_process(data, model, rows, args, flags)
+    if args.in_process:
+        words = {label: [1e3 * tokens / ms for ms in runs]
+                 for label, runs in in_process_ms.items()}
+        speed, hypotheses = generate_in_process(data, model, rows, args, flags)
+    else:
+        checkpoint = work / f"{model}-softmax.pt"
+        words = fairseq_train(data, model, rows, args, flags, work, checkpoint)
+        speed, hypotheses = fairseq_generate(data, model, rows, args, checkpoint, work)
     by_measure = {"train": ratios(in_process_ms, rows, True), "words": ratios(words, rows, False),
                   "generate": ratios(speed, rows, False)}
     same = sum(a == b for a, b in zip(hypotheses[FAIRSEQ], hypotheses[SOFTMAX]))

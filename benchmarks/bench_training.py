@@ -91,7 +91,7 @@ def in_process(data, flags, rows, batches, device="cpu", fp16=False):
     """Models built in this process as fairseq-train builds them (seed 1, from ``flags``
     followed by each row's own, ``rows``: label -> flags), in training mode on ``device``
     (fp16 as ``--fp16`` makes them), and ``batches`` training batches of ``--max-tokens``
-    (the last given): ``({label: (model, criterion)}, batches)``."""
+    (the last given): ``({label: (model, criterion)}, batches, task)``."""
     import torch
     from fairseq import options, tasks, utils
 
@@ -113,7 +113,7 @@ def in_process(data, flags, rows, batches, device="cpu", fp16=False):
     samples = [next(batch_iterator) for _ in range(batches)]
     if torch.device(device).type == "cuda":
         samples = [utils.move_to_cuda(sample, device) for sample in samples]
-    return built, samples
+    return built, samples, task
 
 
 def train_step(network, criterion, samples):
@@ -132,7 +132,7 @@ def step_breakdown(data, model, rows, rounds, batches=8):
 
     from sparse_attn_experiments.timing import interleaved_medians
 
-    built, samples = in_process(
+    built, samples, _ = in_process(
         data, MODELS[model][0],
         {label(name, impl): ["--attn-fn", name, "--attn-impl", impl] for name, impl in rows},
         batches)
