@@ -153,3 +153,24 @@ def test_auto_is_the_triton_kernels_on_a_cuda_device(dtype):
         heads = scores.size(1)
         auto = normalizer(name, heads, "auto")(scores)
         assert torch.equal(auto, normalizer(name, heads, "triton")(scores)), name
+
+
+@pytest.mark.parametrize("dtype", FAIRSEQ_DTYPES, ids=str)
+@pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.parametrize("impl", ["triton", "compiled"])
+def test_a_nan_or_inf_score_gives_the_eager_nan_row(impl, name, dtype):
+    """The non-finite contract (docs/library.md) on the device: a NaN or ``+inf`` score
+    makes its row NaN, weights and scores' gradient, as the eager path does; every other
+    row is what the eager path gives for the same scores."""
+    scores = cuda_scores(SHAPES[0], dtype)
+    scores[1, 0, 2, 3] = float("nan")
+    scores[2, 1, 5, 0] = float("inf")
+    heads = scores.size(1)
+    weights, grads = weights_and_grads(normalizer(name, heads, impl), scores)
+    expected, expected_grads = weights_and_grads(normalizer(name, heads, "torch"), scores)
+    bad = torch.zeros(scores.shape[:-1], dtype=torch.bool, device="cuda")
+    bad[1, 0, 2] = bad[2, 1, 5] = True
+    for ours, eager in ((weights, expected), (grads[0], expected_grads[0])):
+        assert ours[bad].isnan().all() and eager[bad].isnan().all()
+        assert torch.isfinite(ours[~bad]).all()
+    torch.testing.assert_close(weights[~bad], expected[~bad], atol=WEIGHTS_ATOL[dtype], rtol=0)
