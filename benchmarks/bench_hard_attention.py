@@ -16,7 +16,13 @@ Three measurements, all on decoding, where the paper claims its speed-up:
    of decoding time spent in the attention normalise + weighted sum is measured
    too, which bounds the possible speed-up (Amdahl).
 
+On CUDA (the default where a GPU is visible) every timing is synchronised with the
+device, and so is every call of the normalise + attend counted in that share, so that
+the share is GPU time; the decode is profiled for self CPU and self CUDA time.
+``--fp16`` makes the models and the operations' tensors half precision.
+
     python benchmarks/bench_hard_attention.py --out results/bench [--models base,small]
+        [--device cuda --fp16]
 """
 
 import argparse
@@ -27,7 +33,7 @@ import time
 from pathlib import Path
 
 import torch
-from fairseq import options, tasks
+from fairseq import options, tasks, utils
 
 from sparse_attn_data.synthetic import binarize, write_corpus
 from sparse_attn_experiments.comparison.models import transformer_size
@@ -71,8 +77,9 @@ TARGETS = {"hard cross": 1.0, "hard cross + self": 1.0}
 PROFILED = ("softmax", "hard cross + self")
 
 
-def build_models(data, model, seed):
-    """The model decoded in every configuration: one set of random weights."""
+def build_models(data, model, seed, device="cpu", fp16=False):
+    """The model decoded in every configuration: one set of random weights, on
+    ``device`` (half precision with ``fp16``)."""
     built = {}
     for name, sites in CONFIGS.items():
         flags = [f"--{k.replace('_', '-')}={v}" for k, v in sites.items()]
@@ -85,6 +92,10 @@ def build_models(data, model, seed):
     first = next(iter(built.values()))
     for other in built.values():
         other.load_state_dict(first.state_dict())
+    for network in built.values():
+        network.to(device)
+        if fp16:
+            network.half()
     return task, built
 
 
@@ -95,17 +106,22 @@ def model_dims(model):
 
 # --- 1. the attention operation alone ----------------------------------------------------
 
-def cache_layout(batch, heads, keys, dim, gen):
+def normal(gen, dtype, *shape):
+    """Standard normal numbers on ``gen``'s device."""
+    return torch.randn(*shape, generator=gen, device=gen.device, dtype=dtype)
+
+
+def cache_layout(batch, heads, keys, dim, gen, dtype):
     """Keys/values as fairseq caches them: ``(S, B*H, d)`` transposed to ``(B, H, S, d)``."""
-    return torch.randn(keys, batch * heads, dim, generator=gen).transpose(0, 1).view(
+    return normal(gen, dtype, keys, batch * heads, dim).transpose(0, 1).view(
         batch, heads, keys, dim)
 
 
-def attention_op_calls(batch, kv_batch, heads, keys, dim, gen):
+def attention_op_calls(batch, kv_batch, heads, keys, dim, gen, dtype):
     """Timed calls of one decoding step's attention, by component."""
-    q = torch.randn(batch, heads, 1, dim, generator=gen)
-    k = cache_layout(kv_batch, heads, keys, dim, gen)
-    v = cache_layout(kv_batch, heads, keys, dim, gen)
+    q = normal(gen, dtype, batch, heads, 1, dim)
+    k = cache_layout(kv_batch, heads, keys, dim, gen, dtype)
+    v = cache_layout(kv_batch, heads, keys, dim, gen, dtype)
     group = batch // kv_batch
 
     def compare():
@@ -116,7 +132,7 @@ def attention_op_calls(batch, kv_batch, heads, keys, dim, gen):
 
     scores = compare()
     soft, hard = Softmax().eval(), HardRetrieval().eval()
-    probs = soft(scores)
+    probs = soft(scores).type_as(v)  # in the values' dtype, as attend multiplies them
     index = scores.argmax(-1)
     return {
         "compare": compare,
@@ -137,8 +153,9 @@ def bench_attention_op(model, args, gen):
     results = {}
     with torch.inference_mode():
         for label, (b, kv, keys) in shapes.items():
-            calls = attention_op_calls(b, kv, heads, keys, dim, gen)
-            results[label] = interleaved_medians(calls, args.op_rounds, sample_s=0.01)
+            calls = attention_op_calls(b, kv, heads, keys, dim, gen, args.dtype)
+            results[label] = interleaved_medians(calls, args.op_rounds, sample_s=0.01,
+                                                 sync=args.sync)
     return results
 
 
@@ -150,69 +167,98 @@ def bench_values_on_demand(model, args, gen):
     heads, dim, embed = model_dims(model)
     kv_batch, keys, steps = args.batch_size, 30, args.length
     batch = kv_batch * BEAM
-    weight = torch.randn(embed, embed, generator=gen)
-    encoder = torch.randn(keys, kv_batch, embed, generator=gen)
-    picks = torch.randint(0, keys, (steps, batch, heads), generator=gen)
+    weight = normal(gen, args.dtype, embed, embed)
+    encoder = normal(gen, args.dtype, keys, kv_batch, embed)
+    picks = torch.randint(0, keys, (steps, batch, heads), generator=gen, device=gen.device)
     per_head = weight.view(heads, dim, embed)
 
     def up_front():
         return torch.nn.functional.linear(encoder, weight)
 
     def on_demand():
-        sentence = torch.arange(batch) // BEAM
+        sentence = torch.arange(batch, device=gen.device) // BEAM
         for step in range(steps):
             rows = encoder[picks[step], sentence[:, None]]        # (B, H, embed)
             torch.einsum("bhe,hde->bhd", rows, per_head)
     with torch.inference_mode():
         return interleaved_medians({"up front": up_front, "on demand": on_demand},
-                                   args.op_rounds, sample_s=0.01)
+                                   args.op_rounds, sample_s=0.01, sync=args.sync)
 
 
 # --- 3. generation -------------------------------------------------------------------------
 
-def attend_seconds(models):
-    """Wrap every normaliser's ``attend`` to add up the seconds spent in it."""
+def attend_seconds(models, sync):
+    """Wrap every normaliser's ``attend`` to add up the seconds spent in it, ``sync``
+    called before and after each call (on CUDA: the device's time, not the launch's)."""
     spent = {name: [0.0] for name in models}
     for name, model in models.items():
         for module in model.modules():
             if isinstance(module, Normalizer):
-                module.attend = _timed(module.attend, spent[name])
+                module.attend = _timed(module.attend, spent[name], sync)
     return spent
 
 
-def _timed(attend, total):
+def _timed(attend, total, sync):
     def wrapper(*args, **kwargs):
+        sync()
         start = time.perf_counter()
         result = attend(*args, **kwargs)
+        sync()
         total[0] += time.perf_counter() - start
         return result
     return wrapper
 
 
-def generate_seconds(task, model, sample, length):
-    return generation_seconds(task, model, sample, BEAM, length)
+def generate_seconds(task, model, sample, length, sync):
+    return generation_seconds(task, model, sample, BEAM, length, sync)
 
 
-def profile_decoding(task, model, sample, length, top=8):
-    """[(operator, share of self CPU time)] of one decode: where the time goes."""
+def self_cuda_time(event):
+    """A profiled operator's self CUDA time, under the name the installed torch gives it
+    (``self_device_time_total``, formerly ``self_cuda_time_total``)."""
+    if hasattr(event, "self_device_time_total"):
+        return event.self_device_time_total
+    return event.self_cuda_time_total
+
+
+#: The self time a profile ranks operators by -> how to read it off an event.
+SELF_TIMES = {"CPU": lambda event: event.self_cpu_time_total, "CUDA": self_cuda_time}
+
+
+def profile_decoding(task, model, sample, length, device, top=8):
+    """Where the time of one decode goes (after an untimed one): ``{"CPU": ranking}``, and
+    on CUDA ``"CUDA"`` too, each ranking ``[(operator, share of that self time)]``. The
+    operators are those the CPU ran, a kernel's GPU time counted in the one that launched
+    it (the kernels and GPU-side annotations the profiler also lists would count it twice)."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        generate_seconds(task, model, sample, length)
-    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    total = sum(e.self_cpu_time_total for e in events) or 1
-    return [(e.key, e.self_cpu_time_total / total) for e in events[:top]]
+    kinds = ["CPU", "CUDA"] if device == "cuda" else ["CPU"]
+    sync = device_sync(device)
+    generate_seconds(task, model, sample, length, sync)
+    with profile(activities=[getattr(ProfilerActivity, kind) for kind in kinds]) as prof:
+        generate_seconds(task, model, sample, length, sync)
+    operators = [e for e in prof.key_averages() if e.device_type == DeviceType.CPU]
+    return {kind: ranking(operators, SELF_TIMES[kind], top) for kind in kinds}
+
+
+def ranking(events, self_time, top):
+    """The ``top`` events by ``self_time``: ``[(operator, share of the total)]``."""
+    ranked = sorted(events, key=self_time, reverse=True)
+    total = sum(self_time(e) for e in ranked) or 1
+    return [(e.key, self_time(e) / total) for e in ranked[:top]]
 
 
 def bench_generation(task, models, batches, args):
     def decode(name):
-        return sum(generate_seconds(task, models[name], b, args.length) for b in batches)
+        return sum(generate_seconds(task, models[name], b, args.length, args.sync)
+                   for b in batches)
 
     for name in models:  # warm-up
-        generate_seconds(task, models[name], batches[0], 3)
+        generate_seconds(task, models[name], batches[0], 3, args.sync)
     seconds = interleaved_medians({name: (lambda n=name: decode(n)) for name in models},
-                                  args.rounds, sample_s=0.0)
-    spent = attend_seconds(models)
+                                  args.rounds, sample_s=0.0, sync=args.sync)
+    spent = attend_seconds(models, args.sync)
     shares = {}
     for name in models:
         total = decode(name)
@@ -227,14 +273,13 @@ def bench_generation(task, models, batches, args):
 def render(results, args, command):
     parts = [f"# Hard retrieval attention: decoding speed, ratios to softmax\n\n"
              f"{provenance_header(command)}\n"
+             f"Device `{args.device_name}`, {args.precision}. "
              f"Beam {BEAM}, batches of {args.batch_size} sentences ({args.sentences} in all), "
              f"every hypothesis forced to {args.length} tokens; medians of {args.rounds} "
              "interleaved rounds (generation) and of "
              f"{args.op_rounds} (operations). Randomly initialised weights: decoding cost "
-             "does not depend on what a model has learnt once lengths are fixed. The "
-             "paper's figures are GPU decoding speed-ups (Xu et al. 2021, Tables 2-3); the "
-             "targets here are a CPU's: hard cross and hard cross + self at least as fast as "
-             "softmax at every model size.\n"]
+             "does not depend on what a model has learnt once lengths are fixed. "
+             + comparison_text(args.device)]
     for model, res in results.items():
         gen = res["generation"]
         soft = gen["softmax"]
@@ -244,7 +289,7 @@ def render(results, args, command):
                                            + r["seconds"] * r["attend_share"])
             ratio = r["sentences_per_second"] / soft["sentences_per_second"]
             verdict = ""
-            if name in TARGETS:
+            if name in TARGETS and args.device == "cpu":
                 verdict = (f" (target {TARGETS[name]:g} "
                            f"{'met' if ratio >= TARGETS[name] else 'missed'})")
             rows.append([name, f"{r['sentences_per_second']:.1f}", f"{ratio:.2f}{verdict}",
@@ -258,13 +303,7 @@ def render(results, args, command):
             "scores and summing values, so even free attention could make it at most "
             f"{1 / (1 - soft['attend_share']):.2f}x faster here. Where the time goes, by "
             "share of self CPU time in one decoded batch:\n")
-        profiles = res["profile"]
-        parts.append(markdown_table(
-            ["rank", *(f"{name}: operator" for name in profiles), *(f"{name}: share"
-                                                                    for name in profiles)],
-            [[i + 1, *(f"`{p[i][0]}`" for p in profiles.values()),
-              *(f"{100 * p[i][1]:.1f}%" for p in profiles.values())]
-             for i in range(min(len(p) for p in profiles.values()))]))
+        parts += profile_tables(res["profile"])
         op_rows = []
         for label, calls in res["attention_op"].items():
             op_rows.append([label, *(f"{1e6 * calls[c]:.0f}" for c in (
@@ -285,15 +324,56 @@ def render(results, args, command):
     return "\n".join(parts)
 
 
+def comparison_text(device):
+    """What the speed-ups are compared with on ``device``, and how the timings were taken."""
+    if device == "cpu":
+        return ("The paper's figures are GPU decoding speed-ups (Xu et al. 2021, Tables "
+                "2-3); the targets here are a CPU's: hard cross and hard cross + self at "
+                "least as fast as softmax at every model size.\n")
+    return ("The paper's figures are GPU decoding speed-ups (Xu et al. 2021, Tables 2-3), "
+            "the comparison for this GPU run; the CPU targets (hard cross and hard cross + "
+            "self at least as fast as softmax) are not judged here. Every timing waits for "
+            "the GPU (CUDA-synchronised), and each normalise + attend call counted in the "
+            "time in normalise + attend is synchronised before and after, so that share is "
+            "GPU time, not the time to launch its kernels.\n")
+
+
+def profile_tables(profiles):
+    """``profiles``: decoding -> {self time: ranking}. A table per self time (CPU's, and
+    on CUDA the GPU's), the decodings' top operators side by side."""
+    parts = []
+    for kind in next(iter(profiles.values())):
+        if kind != "CPU":
+            parts.append(f"By share of self {kind} time (the GPU time of the kernels an "
+                         "operator launched itself) in the same decoded batch:\n")
+        rankings = {name: by_kind[kind] for name, by_kind in profiles.items()}
+        parts.append(markdown_table(
+            ["rank", *(f"{name}: operator" for name in rankings), *(f"{name}: share"
+                                                                    for name in rankings)],
+            [[i + 1, *(f"`{p[i][0]}`" for p in rankings.values()),
+              *(f"{100 * p[i][1]:.1f}%" for p in rankings.values())]
+             for i in range(min(len(p) for p in rankings.values()))]))
+    return parts
+
+
 def model_dims_text(res):
     heads, dim, embed = res["dims"]
     return f"{heads} heads x {dim} = {embed} dimensions"
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+def device_sync(device):
+    """What waits for ``device``'s queued work: ``torch.cuda.synchronize`` on CUDA."""
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def parse_args(argv):
+    """The settings, with the device's ``sync``, ``dtype``, ``device_name`` and
+    ``precision`` added."""
+    cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if cuda else "cpu")
+    parser.add_argument("--fp16", action="store_true", help="half precision (CUDA only)")
     parser.add_argument("--models", default="base,mid,small")
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -309,27 +389,50 @@ def main(argv=None):
         parser.error(f"unknown model {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     if min(args.sentences, args.batch_size, args.length, args.rounds, args.op_rounds) < 1:
         parser.error("--sentences, --batch-size, --length and the rounds must be positive")
+    if args.device == "cuda" and not cuda:
+        parser.error("--device cuda: no CUDA device is visible")
+    if args.fp16 and args.device != "cuda":
+        parser.error("--fp16 needs --device cuda")
+    args.model_list = models
+    args.sync = device_sync(args.device)
+    args.dtype = torch.float16 if args.fp16 else torch.float32
+    args.device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    args.precision = "float16" if args.fp16 else "float32"
+    return args
+
+
+def decode_batches(task, batch_size, device):
+    """The test set in batches of ``batch_size`` sentences, on ``device``."""
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    batches = [dataset.collater([dataset[i] for i in range(s, min(s + batch_size,
+                                                                  len(dataset)))])
+               for s in range(0, len(dataset), batch_size)]
+    if device == "cuda":
+        batches = [utils.move_to_cuda(batch) for batch in batches]
+    return batches
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = parse_args(argv)
     command = "python benchmarks/bench_hard_attention.py " + shlex.join(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    gen = torch.Generator().manual_seed(args.seed)
+    gen = torch.Generator(device=args.device).manual_seed(args.seed)
     started = time.time()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         write_corpus(Path(tmp) / "raw", train=500, valid=10, test=args.sentences)
         data = Path(binarize(Path(tmp) / "raw", Path(tmp) / "bin"))
-        for model in models:
-            task, built = build_models(data, model, args.seed)
-            task.load_dataset("test")
-            dataset = task.dataset("test")
-            batches = [dataset.collater([dataset[i] for i in range(s, min(s + args.batch_size,
-                                                                          len(dataset)))])
-                       for s in range(0, len(dataset), args.batch_size)]
+        for model in args.model_list:
+            task, built = build_models(data, model, args.seed, args.device, args.fp16)
+            batches = decode_batches(task, args.batch_size, args.device)
             soft = built["softmax"]
             results[model] = {
                 "dims": model_dims(soft),
-                "profile": {name: profile_decoding(task, built[name], batches[0], args.length)
-                            for name in PROFILED},
+                "profile": {name: profile_decoding(task, built[name], batches[0], args.length,
+                                                   args.device) for name in PROFILED},
                 "attention_op": bench_attention_op(soft, args, gen),
                 "values_on_demand": bench_values_on_demand(soft, args, gen),
                 "generation": bench_generation(task, built, batches, args),
@@ -337,8 +440,9 @@ def main(argv=None):
             print(f"{model}: done after {time.time() - started:.0f} s", file=sys.stderr)
     report = render(results, args, command)
     write_text_atomic(args.out / "hard_attention.md", report)
-    write_json_atomic(args.out / "hard_attention.json", {"command": command, "results": results,
-                                                         "paper": PAPER})
+    write_json_atomic(args.out / "hard_attention.json", {
+        "command": command, "device": args.device_name, "precision": args.precision,
+        "results": results, "paper": PAPER})
     print(report)
 
 

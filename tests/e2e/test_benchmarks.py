@@ -83,18 +83,3 @@ def test_drop_calibration_supports_the_recommended_symmetrisation(tmp_path):
     assert abs(by_sym["forward"]["drop"] - true) < abs(by_sym["grow-diag-final-and"]["drop"] - true)
     assert by_sym["forward"]["aer"] < 0.1
 
-
-def test_hard_attention_benchmark_reports_every_decoding_and_operation(tmp_path):
-    bench = load_benchmark("bench_hard_attention")
-    bench.main(["--out", tmp_path, "--models", "small", "--sentences", "8", "--batch-size", "4",
-                "--length", "3", "--rounds", "1", "--op-rounds", "1"])
-    results = json.loads((tmp_path / "hard_attention.json").read_text())["results"]["small"]
-    generation = results["generation"]
-    assert set(generation) == set(bench.CONFIGS)
-    for r in generation.values():
-        assert r["sentences_per_second"] > 0 and 0 < r["attend_share"] < 1
-    for calls in results["attention_op"].values():
-        assert all(seconds > 0 for seconds in calls.values())
-    report = (tmp_path / "hard_attention.md").read_text()
-    assert "| hard cross + self |" in report and "- commit:" in report
-    assert report.count("(target 1 m") == len(bench.TARGETS)
