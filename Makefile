@@ -22,6 +22,11 @@
 #   make wheels WHEELS=DIR [WHEELS_PYTHON=3.12] [WHEELS_PLATFORM=manylinux_2_28_x86_64] [TORCH=system]
 #                               every wheel install needs, for that Python and platform, into DIR
 #   make install WHEELS=DIR     everything from DIR, no index touched (pip --no-index)
+#   WITHOUT="meteor lint hf"    leave out optional parts (install and wheels): Meteor 1.5's
+#                               jar (pycocoevalcap, 100 MB), ruff, transformers; for a node
+#                               that runs the GPU tier alone (make gpu-report)
+#   make gpu-report             the GPU verdict: GPU tier and GPU benchmarks into
+#                               $(PUBLISH)/gpu (docs/gpus.md, "The GPU report")
 # Give TORCH=system (and PYTHON) to every make command, or export them: without, the default
 # spec differs from the installed one, and install would replace torch.
 
@@ -77,7 +82,9 @@ else
 SPEC := $(strip $(TORCH) $(TORCH_INDEX) $(FAIRSEQ_SPEC))
 endif
 PIP_INSTALL := $(PIP) install $(FROM) $(if $(SYSTEM_PINS),-c $(SYSTEM_PINS))
-ifneq ($(SPEC),$(strip $(shell cat $(STAMP) 2>/dev/null)))
+# The stamp: SPEC on its first line, the optional parts left out on its second.
+STAMPED = $(strip $(SPEC) without: $(sort $(WITHOUT)))
+ifneq ($(STAMPED),$(strip $(shell cat $(STAMP) 2>/dev/null)))
 .PHONY: $(STAMP)
 endif
 # pytest-xdist processes for make test (each one thread; the session fixtures are made
@@ -85,10 +92,26 @@ endif
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
+# Optional parts: make install installs each (make wheels downloads each) unless WITHOUT
+# names it. The stamp records WITHOUT: naming other parts installs what is now wanted.
+#   meteor: Meteor 1.5 (sparse-attn-score's METEOR), 100 MB;  lint: ruff, for make lint;
+#   hf: transformers, for sparse_attn_plugin.huggingface's tests (tiny models built from
+#   configs, nothing downloaded; 5.24 is the version tested; it does not depend on torch,
+#   so it never replaces the torch installed above).
+OPTIONAL_SPECS := meteor=pycocoevalcap==1.2 lint=ruff>=0.6 hf=transformers>=5.24,<6
+WITHOUT ?=
+$(if $(filter-out $(foreach p,$(OPTIONAL_SPECS),$(firstword $(subst =, ,$(p)))),$(WITHOUT)),\
+  $(error WITHOUT=$(WITHOUT): the optional parts are $(foreach p,$(OPTIONAL_SPECS),$(firstword $(subst =, ,$(p))))))
+# The specs of the optional parts wanted: meteor's jar has no needs (--no-deps below).
+WANTED = $(foreach p,$(OPTIONAL_SPECS),$(if $(filter $(firstword $(subst =, ,$(p))),$(WITHOUT)),,\
+  "$(patsubst $(firstword $(subst =, ,$(p)))=%,%,$(p))"))
+METEOR_SPEC = $(filter "pycocoevalcap%,$(WANTED))
+TOOL_SPECS = $(filter-out "pycocoevalcap%,$(WANTED))
+
 # Where make demo and make bench write: .work/demo, .work/bench, .work/evaluation.
 PUBLISH ?= .work
 
-.PHONY: install wheels test test-unit test-gpu demo bench lint clean-venv
+.PHONY: install wheels test test-unit test-gpu gpu-report demo bench lint clean-venv
 
 install: $(STAMP)
 
@@ -97,7 +120,7 @@ ifeq ($(TORCH),system)
 	$(if $(SYSTEM_TORCH),,$(error make install TORCH=system: $(PYTHON) has no torch; name one that has: PYTHON=/path/to/python))
 endif
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@was="$$(cat $(STAMP) 2>/dev/null)"; if [ -n "$$was" ] && [ "$$was" != "$(SPEC)" ]; then \
+	@was="$$(head -n 1 $(STAMP) 2>/dev/null)"; if [ -n "$$was" ] && [ "$$was" != "$(SPEC)" ]; then \
 	  echo "make install: installed with '$$was', asked for '$(SPEC)':" \
 	       "replacing torch and rebuilding fairseq"; \
 	  rm -f $(VENV)/lib/python*/site-packages/_system_torch.pth $(VENV)/system-torch.txt; \
@@ -128,12 +151,13 @@ else
 endif
 	rm -f $(VENV)/.rebuild
 	$(PIP_INSTALL) $(FAIRSEQ_NEEDS)
-	$(PIP_INSTALL) -r $(if $(SYSTEM_PINS),<(grep -v '^triton' requirements-dev.txt),requirements-dev.txt)
+	$(PIP_INSTALL) -r $(if $(SYSTEM_PINS),<(grep -v '^triton' requirements-dev.txt),requirements-dev.txt) \
+	  $(TOOL_SPECS)
 	# Meteor 1.5 (jar + English paraphrases) ships in pycocoevalcap; its pycocotools need is unused.
-	$(PIP_INSTALL) --no-deps "pycocoevalcap==1.2"
+	$(if $(METEOR_SPEC),$(PIP_INSTALL) --no-deps $(METEOR_SPEC))
 	$(PIP_INSTALL) --no-build-isolation -e .
 	$(BIN)/python -c "import torch, fairseq, entmax, sparse_attn_plugin; print('torch', torch.__version__, '| fairseq', fairseq.__version__)"
-	echo "$(SPEC)" > $(STAMP)
+	printf '%s\n' "$(SPEC)" "without: $(sort $(WITHOUT))" > $(STAMP)
 
 # make wheels: pip download for WHEELS_PYTHON on WHEELS_PLATFORM, binary wheels only. pip
 # (23.2, here) takes a manylinux_2_X tag literally, so the older glibc tags are named too.
@@ -166,7 +190,7 @@ endif
 	  { echo "make wheels: no $(FAIRSEQ_SPEC) wheel for Python $(WHEELS_PYTHON); make one with" \
 	         "PYTHON=<a Python $(WHEELS_PYTHON) with torch, numpy and cython>" >&2; exit 1; }; \
 	  $(PYTHON) -m pip wheel --no-deps --no-build-isolation --wheel-dir $(WHEELS) "$(FAIRSEQ_SPEC)"; }
-	$(DOWNLOAD) --no-deps "pycocoevalcap==1.2" "$(NEED_TORCH)"
+	$(DOWNLOAD) --no-deps $(METEOR_SPEC) "$(NEED_TORCH)"
 	# this package, from a copy of the checkout's files (setuptools would add stale ones in build/)
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then src=$$(mktemp -d); \
 	  trap 'rm -rf $$src' EXIT; git ls-files -z --cached --others --exclude-standard | \
@@ -180,7 +204,8 @@ endif
 	    grep -v 'extra *==' | grep -v -E '^(torch|entmax)\b' > $$needs && \
 	  $(DOWNLOAD) --find-links $(WHEELS) -c <(echo 'torch<0') "$(NUMPY_SPEC)" cython setuptools \
 	    wheel $(FAIRSEQ_NEEDS) -r $$needs \
-	    -r $(if $(filter system,$(TORCH)),<(grep -v '^triton' requirements-dev.txt),requirements-dev.txt)
+	    -r $(if $(filter system,$(TORCH)),<(grep -v '^triton' requirements-dev.txt),requirements-dev.txt) \
+	    $(TOOL_SPECS)
 
 test: install
 	$(PYTEST) tests/unit tests/e2e
@@ -190,6 +215,9 @@ test-unit: install
 
 test-gpu: install
 	$(PYTEST) tests/gpu
+
+gpu-report: install
+	$(BIN)/python benchmarks/gpu_report.py run --out $(PUBLISH)/gpu
 
 demo: install
 	$(BIN)/sparse-attn-compare --out $(PUBLISH)/demo

@@ -75,6 +75,11 @@ def make_install(venv, *assignments):
     return proc.stdout, calls
 
 
+def recorded(spec, without=""):
+    """What the stamp holds after an install of ``spec`` with ``WITHOUT=without``."""
+    return f"{spec}\nwithout: {without}".strip()
+
+
 def stamp(venv, text, *, stale=False):
     (venv / ".installed").write_text(text + "\n")
     if stale:  # older than the Makefile: install runs again for that reason alone
@@ -82,8 +87,38 @@ def stamp(venv, text, *, stale=False):
 
 
 def test_an_install_with_the_same_specs_is_a_no_op(venv):
-    stamp(venv, DEFAULT)
+    stamp(venv, recorded(DEFAULT))
     assert make_install(venv) == ("", "")
+
+
+def test_a_one_line_stamp_of_the_same_spec_installs_in_place(venv):
+    stamp(venv, DEFAULT)  # written before the stamp recorded WITHOUT
+    printed, calls = make_install(venv)
+    assert "uninstall" not in calls and "install -e ." in calls.replace(
+        "--no-build-isolation ", "")
+    assert (venv / ".installed").read_text().strip() == recorded(DEFAULT)
+
+
+def test_without_leaves_optional_parts_out_and_a_later_install_adds_them(venv):
+    stamp(venv, recorded(DEFAULT))
+    printed, calls = make_install(venv, "WITHOUT=meteor lint hf")
+    assert "uninstall" not in calls
+    for part in ("pycocoevalcap", "ruff", "transformers"):
+        assert part not in calls
+    assert "-r requirements-dev.txt" in calls
+    assert (venv / ".installed").read_text().strip() == recorded(DEFAULT, "hf lint meteor")
+    assert make_install(venv, "WITHOUT=hf meteor lint") == ("", "")  # the order is free
+    printed, calls = make_install(venv)
+    assert "uninstall" not in calls
+    assert '--no-deps pycocoevalcap==1.2' in calls
+    assert "ruff>=0.6 transformers>=5.24,<6" in calls
+    assert (venv / ".installed").read_text().strip() == recorded(DEFAULT)
+
+
+def test_without_names_only_optional_parts():
+    proc = make("-n", "install", "WITHOUT=meteor fairseq")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "WITHOUT=meteor fairseq: the optional parts are meteor lint hf." in proc.stderr
 
 
 def test_a_changed_project_reinstalls_without_replacing_torch(venv):
@@ -92,7 +127,7 @@ def test_a_changed_project_reinstalls_without_replacing_torch(venv):
     assert "uninstall" not in calls and "--no-cache-dir" not in calls
     assert "install torch==2.13.0" in calls and "install -e ." in calls.replace(
         "--no-build-isolation ", "")
-    assert (venv / ".installed").read_text().strip() == DEFAULT
+    assert (venv / ".installed").read_text().strip() == recorded(DEFAULT)
 
 
 def test_another_torch_replaces_torch_and_rebuilds_fairseq(venv):
@@ -110,8 +145,8 @@ def test_another_torch_replaces_torch_and_rebuilds_fairseq(venv):
     torch, fairseq = first(f"install {index} torch==2.8.0"), first("fairseq-fixed==0.12.3.1",
                                                                     but="uninstall")
     assert uninstall < torch < fairseq and "--no-cache-dir" in lines[fairseq]
-    assert (venv / ".installed").read_text().strip() == f"torch==2.8.0 {index} " \
-        "fairseq-fixed==0.12.3.1"
+    assert (venv / ".installed").read_text().strip() == recorded(
+        f"torch==2.8.0 {index} fairseq-fixed==0.12.3.1")
     assert not (venv / ".rebuild").exists()
     assert make_install(venv, "TORCH_SPEC=torch==2.8.0", f"TORCH_INDEX={index}") == ("", "")
 
@@ -120,7 +155,7 @@ def test_a_stamp_from_before_specs_were_recorded_installs_in_place(venv):
     stamp(venv, "")
     printed, calls = make_install(venv)
     assert "uninstall" not in calls and "--no-cache-dir" not in calls
-    assert (venv / ".installed").read_text().strip() == DEFAULT
+    assert (venv / ".installed").read_text().strip() == recorded(DEFAULT)
 
 
 @pytest.mark.parametrize("publish,where", [([], ".work"), (["PUBLISH=results"], "results")])
@@ -164,7 +199,7 @@ def test_a_system_torch_is_linked_and_pinned_never_installed(venv, system_python
     fairseq = next(line for line in installs if "fairseq-fixed==0.12.3.1" in line)
     assert "--no-deps --no-build-isolation --ignore-installed" in fairseq
     assert "/dev/fd/" in next(line for line in installs if " -r " in line)  # triton left out
-    assert (venv / ".installed").read_text().strip() == SYSTEM_SPEC
+    assert (venv / ".installed").read_text().strip() == recorded(SYSTEM_SPEC)
     assert make_install(venv, "TORCH=system", f"PYTHON={system_python}") == ("", "")
 
 
@@ -182,7 +217,7 @@ def test_a_spec_change_to_and_from_the_system_torch_unlinks_it_before_uninstalli
     assert f"installed with '{SYSTEM_SPEC}', asked for '{DEFAULT}'" in printed
     assert "uninstall -y torch fairseq-fixed" in calls and "+pth" not in calls
     assert "install torch==2.13.0" in calls and not (venv / "system-torch.txt").exists()
-    assert (venv / ".installed").read_text().strip() == DEFAULT
+    assert (venv / ".installed").read_text().strip() == recorded(DEFAULT)
 
 
 def test_wheels_dir_installs_everything_from_it_and_no_index(venv):
@@ -204,7 +239,7 @@ def test_make_wheels_plans_binary_downloads_for_the_python_and_platform_named(
                 *assignments)
     assert proc.returncode == 0, proc.stderr
     planned = proc.stdout.replace("\\\n", " ")
-    downloads = [line for line in planned.splitlines() if " download " in line]
+    downloads = [" ".join(line.split()) for line in planned.splitlines() if " download " in line]
     for line in downloads:
         assert "--dest /w --only-binary=:all: --python-version 3.12" in line
         # pip takes a manylinux_2_X tag literally: the older ones are named too
@@ -215,7 +250,8 @@ def test_make_wheels_plans_binary_downloads_for_the_python_and_platform_named(
         assert not torch_downloads and "grep -v '^triton' requirements-dev.txt" in downloads[-1]
     else:
         assert len(torch_downloads) == 1 and "--index-url" in torch_downloads[0]
-        assert downloads[-1].endswith("-r requirements-dev.txt")
+        assert downloads[-1].endswith('-r requirements-dev.txt "ruff>=0.6" '
+                                      '"transformers>=5.24,<6"')
     # what needs torch is downloaded without its dependencies; nothing else may pull torch
     assert "-c <(echo 'torch<0')" in downloads[-1]
     assert '--no-deps "pycocoevalcap==1.2" "entmax>=1.3"' in planned
