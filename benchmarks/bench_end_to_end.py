@@ -531,6 +531,19 @@ def run_model(data, model, rows, args, work):
     return result
 
 
+def publish(results, rows, args, command, started) -> str:
+    """Write the report of the models measured so far (end_to_end.md and .json)."""
+    report = render(results, rows, args, command)
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+                if k != "env"}
+    write_text_atomic(args.out / "end_to_end.md", report)
+    write_json_atomic(args.out / "end_to_end.json", {
+        "command": command, "commit": git_commit(), "machine": describe_machine(),
+        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
+        "settings": settings, "elapsed_s": time.time() - started, "results": results})
+    return report
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = parse_args(argv)
@@ -543,17 +556,10 @@ def main(argv=None):
         work.mkdir(parents=True, exist_ok=True)
         write_corpus(work / "raw", train=5000, valid=100, test=args.test_size)
         data = Path(binarize(work / "raw", work / "bin"))
-        for model in args.model_list:
+        for model in args.model_list:  # each model's tables written as soon as measured
             results[model] = run_model(data, model, rows, args, work)
             print(f"{model}: done after {time.time() - started:.0f} s", file=sys.stderr)
-    report = render(results, rows, args, command)
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
-                if k != "env"}
-    write_text_atomic(args.out / "end_to_end.md", report)
-    write_json_atomic(args.out / "end_to_end.json", {
-        "command": command, "commit": git_commit(), "machine": describe_machine(),
-        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
-        "settings": settings, "elapsed_s": time.time() - started, "results": results})
+            report = publish(results, rows, args, command, started)
     print(report)
     print(f"done in {time.time() - started:.0f} s")
     return results

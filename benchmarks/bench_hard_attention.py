@@ -438,11 +438,11 @@ def main(argv=None):
                 "generation": bench_generation(task, built, batches, args),
             }
             print(f"{model}: done after {time.time() - started:.0f} s", file=sys.stderr)
-    report = render(results, args, command)
-    write_text_atomic(args.out / "hard_attention.md", report)
-    write_json_atomic(args.out / "hard_attention.json", {
-        "command": command, "device": args.device_name, "precision": args.precision,
-        "results": results, "paper": PAPER})
+            report = render(results, args, command)  # written as soon as each model is done
+            write_text_atomic(args.out / "hard_attention.md", report)
+            write_json_atomic(args.out / "hard_attention.json", {
+                "command": command, "device": args.device_name, "precision": args.precision,
+                "results": results, "paper": PAPER})
     print(report)
 
 

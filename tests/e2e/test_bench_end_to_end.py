@@ -132,3 +132,24 @@ def test_bad_settings_get_one_line_and_exit_status_1_and_write_nothing(tmp_path,
     assert done.stderr.count("\n") == 1 and message in done.stderr
     assert done.stderr.startswith("bench_end_to_end.py: error: ")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_run_stopped_in_a_later_model_keeps_the_tables_of_the_earlier_ones(tmp_path,
+                                                                             monkeypatch):
+    """Each model's tables are written once it is measured: the GPU report stops a part
+    at its time budget, and what was measured before stays."""
+    bench = load_benchmark("bench_end_to_end")
+    measure = bench.run_model
+
+    def run_model(data, model, *rest):
+        if model == "iwslt":
+            raise KeyboardInterrupt  # as SIGINT would, in the second model
+        return measure(data, model, *rest)
+    monkeypatch.setattr(bench, "run_model", run_model)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--quick", "--in-process", "--models", "demo,iwslt", "--attn-fns", "topk",
+                    "--attn-impls", "", "--threads", "1", "--out", tmp_path])
+    record = json.loads((tmp_path / "end_to_end.json").read_text())
+    assert list(record["results"]) == ["demo"]
+    assert "## demo model" in (tmp_path / "end_to_end.md").read_text()

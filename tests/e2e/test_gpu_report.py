@@ -104,6 +104,7 @@ def test_pack_keeps_every_wheel_but_the_large_ones_the_image_has(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["pack", "--wheels", "{tmp}", "--to", "{tmp}/to"], "gpu_report.py: error: pack: no wheels in"),
     (["run", "--out", "{tmp}/out"], "no CUDA device is visible"),
+    (["render", "--out", "{tmp}/out"], "gpu_report.py: error: render: no report.json in"),
     (["run", "--out", "{tmp}/out", "--rehearse", "--part-budget", "nosuch=3"],
      "NAME=SECONDS, NAME one of kernels, end_to_end, hard_attention, fairseq"),
 ])
@@ -113,3 +114,23 @@ def test_bad_input_gets_one_line_and_writes_nothing(tmp_path, args, message):
     assert done.stderr.count("\n") == 1 and message in done.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "to").exists()
 
+
+
+@pytest.mark.slow
+def test_render_writes_the_readme_again_from_the_report_and_junit_files(rehearsal):
+    out, _ = rehearsal
+    readme = (out / "README.md").read_text()
+    (out / "README.md").write_text("stale\n")
+    done = gpu_report("render", "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert (out / "README.md").read_text() == readme and readme in done.stdout
+
+
+@pytest.mark.slow
+def test_commit_names_the_files_that_ran_where_git_metadata_cannot(tmp_path):
+    out = tmp_path / "gpu"
+    done = gpu_report("run", "--out", out, "--rehearse", "--commit", "6a5a337",
+                      "--part-budget", "kernels=1,end_to_end=1,hard_attention=1,fairseq=1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((out / "report.json").read_text())["environment"]["commit"] == "6a5a337"
+    assert "- commit: `6a5a337`" in (out / "README.md").read_text()
