@@ -36,7 +36,7 @@ from typing import Union
 import torch
 from torch import Tensor
 
-from .normalizers.base import Softmax, check_impl, normalize_along
+from .normalizers.base import Softmax, check_impl, normalize_along, softmax_rows
 from .normalizers.constrained import csoftmax as _csoftmax
 from .normalizers.constrained import csparsemax as _csparsemax
 from .normalizers.entmax_family import (
@@ -59,8 +59,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """``softmax(x)_j = exp(x_j) / sum_k exp(x_k)``, the dense baseline, under this
     module's contract (float32 for half inputs, all-zero weights on a slice with every
     entry ``-inf``, where :func:`torch.softmax` gives NaN)."""
-    return normalize_along(partial(torch.softmax, dim=-1), x, dim, Softmax.zeroes_empty_rows,
-                           "softmax")
+    return normalize_along(softmax_rows, x, dim, Softmax.zeroes_empty_rows, "softmax")
 
 
 def sparsemax(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:

@@ -186,8 +186,19 @@ def weighted_sum(probs: Tensor, values: Tensor) -> Tensor:
     ).reshape(batch, heads, tgt_len, -1)
 
 
+def softmax_rows(scores: Tensor) -> Tensor:
+    """``softmax`` over the last dim under the contract: torch's softmax already makes a row
+    with a NaN or ``+inf`` NaN (weights and gradient), so only rows with every key masked
+    are filled (0 before, for a finite gradient, and 0 after): five kernels, where
+    :func:`guarded` launches eleven on a GPU, every decoding step."""
+    empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
+    return torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+
+
 class Softmax(Normalizer):
     """``softmax(s)_j = exp(s_j) / sum_k exp(s_k)``: the dense baseline."""
 
+    zeroes_empty_rows = True
+
     def normalize(self, scores: Tensor) -> Tensor:
-        return torch.softmax(scores, dim=-1)
+        return softmax_rows(scores)

@@ -248,3 +248,25 @@ def test_alpha_is_not_stored_as_a_parameter():
 def test_bad_options_are_clear(make_bad, message):
     with pytest.raises(ValueError, match=message):
         make_bad()
+
+
+def test_softmax_fills_only_its_empty_rows_not_through_the_general_guard(monkeypatch):
+    """On a GPU the general guard (``base.guarded``) launches eleven kernels per call, every
+    decoding step: softmax, whose NaN and ``+inf`` rows are NaN by themselves, fills only
+    the rows with every key masked (zeros, zero gradient) and never calls it."""
+    from sparse_attn_plugin import functional
+    from sparse_attn_plugin.normalizers import base
+
+    def refuse(*args):
+        raise AssertionError("softmax went through base.guarded")
+    monkeypatch.setattr(base, "guarded", refuse)
+    inf = float("inf")
+    scores = torch.tensor([[1.0, 2.0, -inf], [-inf, -inf, -inf], [0.0, float("nan"), 1.0],
+                           [inf, 0.0, 1.0]], dtype=torch.float64, requires_grad=True)
+    for weights in (base.Softmax()(scores), functional.softmax(scores)):
+        torch.testing.assert_close(weights[0], torch.softmax(scores[0].detach(), -1))
+        assert torch.equal(weights[1], torch.zeros(3, dtype=torch.float64))
+        assert weights[2:].isnan().all()
+        grad, = torch.autograd.grad(weights, scores, torch.ones_like(weights))
+        assert torch.equal(grad[1], torch.zeros(3, dtype=torch.float64))
+        assert grad[2:].isnan().all() and torch.isfinite(grad[:2]).all()
