@@ -105,7 +105,7 @@ def write_plain(folder: Path, files: Dict[str, List[str]]) -> None:
         (folder / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def tokenised(pairs):
+def tokenized(pairs):
     """As a corpus published tokenised has them: punctuation split off."""
     return [tuple(side.replace(".", " .").replace("!", " !").replace("?", " ?")
                   .replace(",", " ,") for side in pair) for pair in pairs]
@@ -113,9 +113,9 @@ def tokenised(pairs):
 
 def iwslt15_files(folder: Path) -> dict:
     """The six plain files of the Stanford IWSLT15 En-Vi release."""
-    made = {"train": tokenised(sentence_pairs(40, 15, "en", "vi")),
-            "tst2012": tokenised(sentence_pairs(5, 16, "en", "vi")),
-            "tst2013": tokenised(sentence_pairs(6, 17, "en", "vi"))}
+    made = {"train": tokenized(sentence_pairs(40, 15, "en", "vi")),
+            "tst2012": tokenized(sentence_pairs(5, 16, "en", "vi")),
+            "tst2013": tokenized(sentence_pairs(6, 17, "en", "vi"))}
     write_plain(folder, {f"{name}.{lang}": [p[k] for p in pairs] for name, pairs in made.items()
                          for k, lang in enumerate(("en", "vi"))})
     return made
@@ -137,9 +137,9 @@ def multi30k_files(folder: Path) -> dict:
 
 def kftt_archive(folder: Path) -> Tuple[Path, dict]:
     """``kftt-data-1.0.tar.gz``: original and tokenised versions of each split."""
-    made = {"kyoto-train.cln": tokenised(sentence_pairs(40, 20, "ja", "en")),
-            "kyoto-dev": tokenised(sentence_pairs(5, 21, "ja", "en")),
-            "kyoto-test": tokenised(sentence_pairs(7, 22, "ja", "en"))}
+    made = {"kyoto-train.cln": tokenized(sentence_pairs(40, 20, "ja", "en")),
+            "kyoto-dev": tokenized(sentence_pairs(5, 21, "ja", "en")),
+            "kyoto-test": tokenized(sentence_pairs(7, 22, "ja", "en"))}
     files = {"kftt-data-1.0/README.md": "KFTT\n"}
     for name, pairs in made.items():
         for k, lang in enumerate(("ja", "en")):

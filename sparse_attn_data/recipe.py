@@ -193,7 +193,7 @@ def read_parts(folder: Path, names: Sequence[str], recipe: Recipe) -> Parts:
 
 
 # -- the stages ---------------------------------------------------------------------------------
-def normalise(recipe: Recipe, lines: List[str], lang: str, workers: int = 1) -> List[str]:
+def normalize(recipe: Recipe, lines: List[str], lang: str, workers: int = 1) -> List[str]:
     """One side through the published pipeline, in its order: Moses punctuation
     normalisation, non-printing characters removed, the corpus's own transforms, Moses
     tokenisation, lowercasing (first instead with :attr:`Recipe.lowercase_first`; each as
@@ -212,12 +212,12 @@ def normalise(recipe: Recipe, lines: List[str], lang: str, workers: int = 1) -> 
     return text.lowercase(lines) if recipe.lowercase and not recipe.lowercase_first else lines
 
 
-def tokenised_splits(recipe: Recipe, raw: Path, workers: int = 1) -> Parts:
+def tokenized_splits(recipe: Recipe, raw: Path, workers: int = 1) -> Parts:
     """Stage 3: normalised, tokenised parts, the training part cleaned, then split."""
     parts = {}
     for name, (src, tgt) in read_parts(raw, recipe.parts, recipe).items():
-        src = normalise(recipe, src, recipe.src, workers)
-        tgt = normalise(recipe, tgt, recipe.tgt, workers)
+        src = normalize(recipe, src, recipe.src, workers)
+        tgt = normalize(recipe, tgt, recipe.tgt, workers)
         if name == "train" and recipe.clean is not None:
             src, tgt = text.clean_pairs(src, tgt, *recipe.clean)
         parts[name] = (src, tgt)
@@ -264,7 +264,7 @@ def write_fertilities(recipe: Recipe, folder: Path, sink: bool, tmps: List[Path]
                 sources, [c[:len(s.split())] for c, s in zip(counts, sources)])))
 
 
-def binarise(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> None:
+def binarize(recipe: Recipe, args, sub: Path, dest: Path, settings: dict) -> None:
     """Stage 5: ``DEST/NAME`` built under a temporary name, renamed when complete."""
     remove_leftovers_of(dest)
     with atomic_path(dest) as building:
@@ -353,7 +353,7 @@ def prepare(recipe: Recipe, args) -> Path:
              lambda tmps: write_fertilities(recipe, sub, args.sink, tmps))
     disk = {"archives": _size(*archives.values()), "intermediates": _size(raw, tok, sub)}
     begun = time.time()
-    binarise(recipe, args, sub, dest, settings)
+    binarize(recipe, args, sub, dest, settings)
     seconds["binarise"] = round(time.time() - begun, 1)
     disk["data-bin"] = _size(dest)
     _update_json(dest / "PREPARED.json", seconds=seconds, bytes=disk)
@@ -400,7 +400,7 @@ def text_stages(recipe: Recipe, args, work: Path, settings: dict, seconds: Dict[
                                   recipe.parts, tmps))
     shutil.rmtree(work / "extracted", ignore_errors=True)
     step("normalise, tokenise, clean, split", stage_files(tok, recipe.splits, recipe),
-         lambda tmps: write_parts(tokenised_splits(recipe, raw, args.workers), recipe.splits,
+         lambda tmps: write_parts(tokenized_splits(recipe, raw, args.workers), recipe.splits,
                                   tmps))
     model = sub / subwords.MODEL_FILE[args.subwords]
     step(model_step, [model], lambda tmps: make_model(tok, tmps[0]))

@@ -8,7 +8,7 @@ aligner knows the corpus's words only).
 
 ``--like`` names a corpus recipe (``iwslt14_de_en``, ``multi30k_de_en``, ...) or a folder a
 recipe or ``python -m sparse_attn_data.parallel`` prepared (its ``PREPARED.json`` says
-how). The steps are the recipe's own (:func:`sparse_attn_data.recipe.normalise`), in its
+how). The steps are the recipe's own (:func:`sparse_attn_data.recipe.normalize`), in its
 order: Moses punctuation normalisation, non-printing characters, the corpus's own
 transforms (WMT16's Romanian), the Moses tokeniser of the recipe's version and options,
 lowercasing; a line of the recipe's raw text comes out as the same line of its tokenised
@@ -98,7 +98,7 @@ def tokenize_like(recipe: Recipe, lines: List[str], lang: str, workers: int = 1)
         raise ValueError(f"{recipe.name} tokenises nothing ({recipe.title} is used as it was "
                          "published, tokenised already): there is no tokenisation of it to "
                          "repeat")
-    return recipes.normalise(recipe, lines, lang, workers)
+    return recipes.normalize(recipe, lines, lang, workers)
 
 
 def build_parser() -> CommandParser:

@@ -129,7 +129,7 @@ def test_iwslt14_test_set_is_fairseqs_five_sets_in_order():
             fairseq = files.read_lines(tmp / f"{name}.de-en.{lang}")
             assert len(fairseq) == count, name
             ends = [lines[start], lines[start + count - 1]]
-            assert recipe.normalise(iwslt14_de_en.RECIPE, ends, lang) == \
+            assert recipe.normalize(iwslt14_de_en.RECIPE, ends, lang) == \
                 [fairseq[0], fairseq[-1]], f"{name}.{lang}"
             start += count
 
@@ -140,7 +140,7 @@ def through_text_stage(corpus, names):
     out = {}
     for name in names:
         lines = files.read_lines(REALDATA / name)
-        out[name] = (lines, recipe.normalise(corpus.RECIPE, lines, name.rsplit(".", 1)[1]))
+        out[name] = (lines, recipe.normalize(corpus.RECIPE, lines, name.rsplit(".", 1)[1]))
     return out
 
 

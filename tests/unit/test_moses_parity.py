@@ -22,7 +22,7 @@ MULTI30K = REALDATA / "multi30k"
 def iwslt14_test():
     """The IWSLT14 recipe's text stage on the release XML of its five test sets."""
     sides = iwslt14_de_en.read_test(IWSLT14 / "orig" / "de-en")
-    return {lang: recipe.normalise(iwslt14_de_en.RECIPE, lines, lang)
+    return {lang: recipe.normalize(iwslt14_de_en.RECIPE, lines, lang)
             for lang, lines in zip(("de", "en"), sides)}
 
 
@@ -54,7 +54,7 @@ def test_multi30k_tokenised_files_line_for_line(split, lang):
     (sacremoses alone differs on 7 German training lines and 1 validation line: a final
     period moved behind the closing quote, a lone ``’`` made ``"``)."""
     raw = read_gz(MULTI30K / "raw" / f"{split}.{lang}.gz")
-    got = recipe.normalise(multi30k_de_en.RECIPE, raw, lang)
+    got = recipe.normalize(multi30k_de_en.RECIPE, raw, lang)
     assert_same_lines(got, files.read_lines(MULTI30K / "tok" / f"{split}.lc.norm.tok.{lang}"),
                       f"multi30k/tok/{split}.{lang}")
 
