@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 from sparse_attn_data import (
-    fixtures,
     iwslt14_de_en,
     iwslt15_en_vi,
     kftt_ja_en,
@@ -40,6 +39,10 @@ from sparse_attn_plugin.files import (
     write_text_atomic,
 )
 
+# the archives the tests run the recipes on (tests/helpers/archives.py), here at full size
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
+import archives  # noqa: E402
+
 CORPORA = (iwslt14_de_en, iwslt15_en_vi, wmt14_en_de, kftt_ja_en, wmt16_ro_en)
 #: Published training pairs where the recipe does not list them (before cleaning).
 TRAIN_PAIRS = {"wmt14_en_de": 4_500_000, "wmt16_ro_en": 600_000}
@@ -52,7 +55,7 @@ def stand_in(folder: Path, pairs: int, seed: int) -> None:
                  src_vocab=10000, tgt_vocab=10000)
     train = list(zip(read_lines(folder / "synthetic" / "train.src"),
                      read_lines(folder / "synthetic" / "train.tgt")))
-    fixtures.iwslt14_archive(folder / "raw", test_each=1350, pairs=train)
+    archives.iwslt14_archive(folder / "raw", test_each=1350, pairs=train)
 
 
 def measure(folder: Path, workers: int) -> dict:

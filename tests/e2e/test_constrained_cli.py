@@ -115,9 +115,11 @@ def test_constrained_attention_without_the_sink_stops_fairseq_train_with_one_lin
 def test_a_prepared_corpus_trains_a_constrained_model_with_no_manual_step(tmp_path):
     """sparse_attn_data --fertility output is what --task sparse_translation reads: the predictor
     trains on the aligner's fertilities and the model decodes (KFTT's fixture archive)."""
-    from sparse_attn_data import fixtures, kftt_ja_en, recipe
+    from sparse_attn_data import kftt_ja_en, recipe
 
-    fixtures.kftt_archive(tmp_path / "raw")
+    from helpers import archives
+
+    archives.kftt_archive(tmp_path / "raw")
     data = recipe.main(kftt_ja_en.RECIPE, [
         "--raw-dir", tmp_path / "raw", "--dest-dir", tmp_path / "data-bin", "--work-dir",
         tmp_path / "work", "--bpe-merges", "40", "--no-checksums", "--fertility"])

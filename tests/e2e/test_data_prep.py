@@ -13,7 +13,6 @@ import pytest
 from sparse_attn_data import (
     archive,
     download,
-    fixtures,
     iwslt14_de_en,
     iwslt15_en_vi,
     kftt_ja_en,
@@ -27,7 +26,7 @@ from sparse_attn_data import (
 )
 from sparse_attn_plugin import files
 
-from helpers import REALDATA, load_benchmark, needs_realdata
+from helpers import REALDATA, archives, load_benchmark, needs_realdata
 from helpers.corpora import load_split
 
 
@@ -100,7 +99,7 @@ def test_markup_and_romanian_normalisation():
 
 
 def test_truncated_or_wrong_archive_is_named(tmp_path):
-    good, _ = fixtures.iwslt14_archive(tmp_path / "good")
+    good, _ = archives.iwslt14_archive(tmp_path / "good")
     bad = tmp_path / "de-en.tgz"
     bad.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
     with pytest.raises(steps.PrepError, match="de-en.tgz: truncated or corrupt archive"):
@@ -163,7 +162,7 @@ def test_download_resumes_after_a_dropped_connection(tmp_path, server):
 
 def test_an_archive_that_is_not_the_published_one_is_refused(tmp_path, capsys):
     """WMT14's training archives carry their published size and SHA-256."""
-    fixtures.wmt14_archives(tmp_path / "raw")
+    archives.wmt14_archives(tmp_path / "raw")
     with pytest.raises(SystemExit):
         recipe.main(wmt14_en_de.RECIPE, ["--raw-dir", tmp_path / "raw", "--dest-dir",
                                          tmp_path / "bin", "--work-dir", tmp_path / "work"])
@@ -186,7 +185,7 @@ def test_offline_mode_names_the_missing_archive(tmp_path, monkeypatch):
 
 def test_iwslt14_runs_offline_end_to_end(tmp_path, capsys):
     raw = tmp_path / "raw"
-    _, made = fixtures.iwslt14_archive(raw)
+    _, made = archives.iwslt14_archive(raw)
     dest = prepare(iwslt14_de_en, tmp_path, raw, "--fertility", "--keep-intermediates")
     prepared = json.loads((dest / "PREPARED.json").read_text())
     # 60 pairs + a title and a description line per talk, minus the 2 unclean pairs;
@@ -223,7 +222,7 @@ def test_iwslt14_runs_offline_end_to_end(tmp_path, capsys):
 
 def test_sentencepiece_and_a_joined_dictionary(tmp_path):
     raw = tmp_path / "raw"
-    fixtures.iwslt14_archive(raw)
+    archives.iwslt14_archive(raw)
     dest = prepare(iwslt14_de_en, tmp_path, raw, "--subwords", "sentencepiece", "--size", "70",
                    "--joined-dictionary")
     assert (dest / "spm.model").is_file() and not (dest / "bpe.codes").exists()
@@ -234,7 +233,7 @@ def test_sentencepiece_and_a_joined_dictionary(tmp_path):
 
 def test_iwslt14_resumes_after_an_interruption(tmp_path, monkeypatch, capsys):
     raw = tmp_path / "raw"
-    fixtures.iwslt14_archive(raw)
+    archives.iwslt14_archive(raw)
     real_learn = recipe.subwords.learn
 
     def interrupted(*args, **kwargs):
@@ -261,7 +260,7 @@ def test_iwslt14_resumes_after_an_interruption(tmp_path, monkeypatch, capsys):
 # -- the other corpora ----------------------------------------------------------------------------
 
 def test_iwslt15_is_used_as_published_words_and_all(tmp_path):
-    made = fixtures.iwslt15_files(tmp_path / "raw")
+    made = archives.iwslt15_files(tmp_path / "raw")
     dest = prepare(iwslt15_en_vi, tmp_path, tmp_path / "raw", "--keep-intermediates")
     prepared = json.loads((dest / "PREPARED.json").read_text())
     assert prepared["sentences"] == {"train": 40, "valid": 5, "test": 6}
@@ -273,7 +272,7 @@ def test_iwslt15_is_used_as_published_words_and_all(tmp_path):
 
 
 def test_kftt_reads_the_tokenised_release(tmp_path):
-    _, made = fixtures.kftt_archive(tmp_path / "raw")
+    _, made = archives.kftt_archive(tmp_path / "raw")
     dest = prepare(kftt_ja_en, tmp_path, tmp_path / "raw", "--fertility", "--sink")
     assert json.loads((dest / "PREPARED.json").read_text())["sentences"] == {
         "train": 40, "valid": 5, "test": 7}
@@ -287,7 +286,7 @@ def test_kftt_reads_the_tokenised_release(tmp_path):
 
 
 def test_wmt14_joins_three_corpora_and_reads_the_sgm_test_set(tmp_path):
-    parts = fixtures.wmt14_archives(tmp_path / "raw")
+    parts = archives.wmt14_archives(tmp_path / "raw")
     dest = prepare(wmt14_en_de, tmp_path, tmp_path / "raw", "--keep-intermediates")
     counts = json.loads((dest / "PREPARED.json").read_text())["sentences"]
     assert counts == {"train": 20 + 16 + 10, "valid": 6, "test": 7}
@@ -306,10 +305,10 @@ REAL_WMT14 = (REALDATA
 def test_wmt14_validates_on_the_real_newstest2012_and_2013_as_xu_et_al(tmp_path):
     """Xu et al. (2021), section 4.1: validation on newstest2012 + newstest2013, training
     sentences of at most 256 subwords (here 16, on the fixture's training text)."""
-    fixtures.wmt14_archives(tmp_path / "raw")
+    archives.wmt14_archives(tmp_path / "raw")
     real = {f"{name}.{lang}": files.read_lines(REAL_WMT14 / f"{name}.{lang}")
             for name in ("newstest2012", "newstest2013") for lang in ("en", "de")}
-    fixtures.tar_gz(tmp_path / "raw" / "dev.tgz", {
+    archives.tar_gz(tmp_path / "raw" / "dev.tgz", {
         f"dev/{name}": (REAL_WMT14 / name).read_text(encoding="utf-8") for name in real})
     dest = prepare(wmt14_en_de, tmp_path, tmp_path / "raw", "--valid",
                    "newstest2012+newstest2013", "--max-train-subwords", "16",
@@ -329,7 +328,7 @@ def test_wmt14_validates_on_the_real_newstest2012_and_2013_as_xu_et_al(tmp_path)
 
 
 def test_wmt16_removes_romanian_diacritics(tmp_path):
-    fixtures.wmt16_archives(tmp_path / "raw")
+    archives.wmt16_archives(tmp_path / "raw")
     dest = prepare(wmt16_ro_en, tmp_path, tmp_path / "raw", "--keep-intermediates")
     assert json.loads((dest / "PREPARED.json").read_text())["sentences"] == {
         "train": 35, "valid": 5, "test": 6}
@@ -339,12 +338,12 @@ def test_wmt16_removes_romanian_diacritics(tmp_path):
 
 
 CORPORA = {  # module, fixture builder, the archive the corrupt-archive test damages
-    "iwslt14_de_en": (iwslt14_de_en, fixtures.iwslt14_archive, "de-en.tgz"),
-    "iwslt15_en_vi": (iwslt15_en_vi, fixtures.iwslt15_files, None),
-    "kftt_ja_en": (kftt_ja_en, fixtures.kftt_archive, "kftt-data-1.0.tar.gz"),
-    "multi30k_de_en": (multi30k_de_en, fixtures.multi30k_files, "train.de.gz"),
-    "wmt14_en_de": (wmt14_en_de, fixtures.wmt14_archives, "test-full.tgz"),
-    "wmt16_ro_en": (wmt16_ro_en, fixtures.wmt16_archives, "en-ro.txt.zip"),
+    "iwslt14_de_en": (iwslt14_de_en, archives.iwslt14_archive, "de-en.tgz"),
+    "iwslt15_en_vi": (iwslt15_en_vi, archives.iwslt15_files, None),
+    "kftt_ja_en": (kftt_ja_en, archives.kftt_archive, "kftt-data-1.0.tar.gz"),
+    "multi30k_de_en": (multi30k_de_en, archives.multi30k_files, "train.de.gz"),
+    "wmt14_en_de": (wmt14_en_de, archives.wmt14_archives, "test-full.tgz"),
+    "wmt16_ro_en": (wmt16_ro_en, archives.wmt16_archives, "en-ro.txt.zip"),
 }
 
 

@@ -14,7 +14,6 @@ import sys
 import pytest
 
 from sparse_attn_data import (
-    fixtures,
     iwslt14_de_en,
     multi30k_de_en,
     parallel,
@@ -24,7 +23,7 @@ from sparse_attn_data import (
 )
 from sparse_attn_plugin.files import read_lines, write_lines
 
-from helpers import BIN, REALDATA, REPO, needs_realdata
+from helpers import BIN, REALDATA, REPO, archives, needs_realdata
 from helpers.corpora import assert_same_lines, load_split, read_gz
 
 TOKENIZE = "sparse_attn_data.tokenize"
@@ -68,7 +67,7 @@ def snapshot(folder):
 # -- the whole path ---------------------------------------------------------------------------
 def test_scoring_own_detokenised_output_end_to_end(tmp_path):
     raw = tmp_path / "raw"
-    fixtures.iwslt14_archive(raw)
+    archives.iwslt14_archive(raw)
     prep = [f"sparse_attn_data.{iwslt14_de_en.RECIPE.name}", "--raw-dir", raw, "--dest-dir",
             tmp_path / "bin", "--work-dir", tmp_path / "work", *FLAGS]
     ok(module(*prep))
@@ -124,7 +123,7 @@ def test_scoring_own_detokenised_output_end_to_end(tmp_path):
 
 def test_rebuilt_text_of_another_recipe_version_is_refused(tmp_path):
     raw = tmp_path / "raw"
-    fixtures.iwslt14_archive(raw)
+    archives.iwslt14_archive(raw)
     dest = prepare_here(iwslt14_de_en, tmp_path, raw)
     prepared = json.loads((dest / "PREPARED.json").read_text())
     prepared["sentences"]["train"] += 1  # as if an older recipe had kept one pair more
@@ -142,10 +141,10 @@ def test_rebuilt_text_of_another_recipe_version_is_refused(tmp_path):
 
 
 # -- the tokeniser: each recipe's text stage ----------------------------------------------------
-CORPORA = {"iwslt14_de_en": (iwslt14_de_en, fixtures.iwslt14_archive),
-           "multi30k_de_en": (multi30k_de_en, fixtures.multi30k_files),
-           "wmt14_en_de": (wmt14_en_de, fixtures.wmt14_archives),
-           "wmt16_ro_en": (wmt16_ro_en, fixtures.wmt16_archives)}
+CORPORA = {"iwslt14_de_en": (iwslt14_de_en, archives.iwslt14_archive),
+           "multi30k_de_en": (multi30k_de_en, archives.multi30k_files),
+           "wmt14_en_de": (wmt14_en_de, archives.wmt14_archives),
+           "wmt16_ro_en": (wmt16_ro_en, archives.wmt16_archives)}
 
 
 @pytest.mark.parametrize("name", CORPORA)

@@ -14,12 +14,11 @@ import subprocess
 import pytest
 import torch
 
-from sparse_attn_data import fixtures
 from sparse_attn_plugin.evaluation import read_generate_output
 from sparse_attn_plugin.evaluation.text import remove_bpe
 from sparse_attn_plugin.files import read_lines
 
-from helpers import REPO, fairseq_env
+from helpers import REPO, archives, fairseq_env
 from helpers.corpora import load_split
 from helpers.metrics import rescored
 
@@ -43,7 +42,7 @@ def readme_block(marker: str) -> str:
 
 @pytest.mark.slow
 def test_the_readme_path_runs_as_written(tmp_path, fairseq_server):
-    fixtures.iwslt14_archive(tmp_path / "raw", train=300)
+    archives.iwslt14_archive(tmp_path / "raw", train=300)
     for name in (".venv", "sparse_attn_plugin"):
         (tmp_path / name).symlink_to(REPO / name)
     client = f"command python -S {CLIENT} {fairseq_server}"

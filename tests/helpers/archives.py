@@ -1,6 +1,6 @@
 """Archives in each corpus's published layout and format, with made-up sentences: what
 the tests run the recipes on offline (``--raw-dir``), and what the data-preparation
-benchmark times at full corpus size.
+benchmark (benchmarks/bench_data_prep.py) times at full corpus size.
 
 The sentences come from templates and a seeded generator (word ``k`` of one language
 translates word ``k`` of the other) and carry what the recipes must handle: capitals,
@@ -123,7 +123,7 @@ def iwslt15_files(folder: Path) -> dict:
 
 def multi30k_files(folder: Path) -> dict:
     """The twelve ``.gz`` files of Multi30k's ``data/task1/raw`` (true case, untokenised)."""
-    from .multi30k_de_en import FILES
+    from sparse_attn_data.multi30k_de_en import FILES
 
     folder.mkdir(parents=True, exist_ok=True)
     made = {stem: sentence_pairs(40 if stem == "train" else 5, 30 + k)
