@@ -154,42 +154,33 @@ def score(args, inputs: Inputs):
             bleu_options=bleu_options,
             aligner=Aligner.load(args.aligner) if "DROP" in args.metrics else None,
             symmetrizations=[args.symmetrize])
-    scores, per_sentence = {}, {}
-    if result.bleu:
-        scores["bleu"] = {"score": result.bleu.score, "signature": result.bleu.signature,
-                          "details": result.bleu.details}
-        if inputs.baseline is not None:
-            scores["bleu"]["paired_bootstrap"] = paired_bootstrap(
-                hyps, inputs.baseline, refs, args.resamples, **bleu_options).record()
-    if result.chrf:
-        scores["chrf"] = {"score": result.chrf.score, "signature": result.chrf.signature}
-    if result.meteor:
-        scores["meteor"] = {"score": result.meteor.corpus, "language": args.lang}
-        per_sentence["meteor"] = result.meteor.sentences
-    if result.rep:
-        scores["rep"] = {"score": result.rep.score,
-                         "reference_tokens": result.rep.reference_tokens}
-        per_sentence["rep"] = result.rep.sentences
-    if result.drop:
-        scores["drop"] = {"score": result.drop.score, "symmetrize": result.drop.symmetrize,
-                          "aligned_source_words": result.drop.aligned}
-        per_sentence["drop"] = [f"{dropped}/{aligned}"
-                                for dropped, aligned in result.drop.sentences]
-    return scores, per_sentence
+    scores = result.entries()
+    if "bleu" in scores and inputs.baseline is not None:
+        scores["bleu"]["paired_bootstrap"] = paired_bootstrap(
+            hyps, inputs.baseline, refs, args.resamples, **bleu_options).record()
+    if "meteor" in scores:
+        scores["meteor"]["language"] = args.lang
+    return scores, result.sentences()
+
+
+def _detail(entry: dict) -> str:
+    """What the table says beside a metric's score: its signature or its settings."""
+    if "signature" in entry:
+        return entry["signature"]
+    if "language" in entry:
+        return f"lang {entry['language']}"
+    if "symmetrize" in entry:
+        return f"symmetrize {entry['symmetrize']}"
+    if "reference_tokens" in entry:
+        return f"{entry['reference_tokens']} ref tokens"
+    return ""
 
 
 def table(scores) -> str:
+    names = {metric.key: name for name, metric in METRICS.items()}
     rows = [f"{'metric':<8} {'score':>8}  details"]
-    for name, entry in scores.items():
-        if "signature" in entry:
-            detail = entry["signature"]
-        elif "language" in entry:
-            detail = f"lang {entry['language']}"
-        elif "symmetrize" in entry:
-            detail = f"symmetrize {entry['symmetrize']}"
-        else:
-            detail = f"{entry['reference_tokens']} ref tokens"
-        rows.append(f"{metric_names([name])[0]:<8} {entry['score']:>8.2f}  {detail}")
+    for key, entry in scores.items():
+        rows.append(f"{names[key]:<8} {entry['score']:>8.2f}  {_detail(entry)}".rstrip())
         if "paired_bootstrap" in entry:
             paired = entry["paired_bootstrap"]
             rows.append(f"{'vs base':<8} {paired['difference']:>+8.2f}  [{paired['low']:+.2f}, "
