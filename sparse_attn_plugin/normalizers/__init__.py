@@ -3,12 +3,14 @@
 Each maps scores ``(B, H, T, S)`` with ``-inf`` on masked keys to attention weights
 (see :mod:`.base`); the constrained ones (:data:`CONSTRAINED`) also take upper bounds
 ``(B, H, T, S)`` on the weights. :func:`build_normalizer` makes one by its command-line name.
+The names and what each stands for are entries of
+:mod:`sparse_attn_plugin.normalizer_registry`; the lists below are read from it on import.
 """
 
 from dataclasses import dataclass, field
 from typing import Union
 
-from ..errors import SettingsError
+from ..normalizer_registry import lookup, names
 from .base import Normalizer, Softmax
 from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
 from .dispatch import IMPLS
@@ -52,40 +54,22 @@ class NormalizerOptions:
         "metavar": "N"})
 
 
-_FACTORIES = {
-    "softmax": lambda heads, opt: Softmax(),
-    "topk": lambda heads, opt: TopK(opt.topk, opt.topk_train_only, opt.attn_impl),
-    "sparsemax": lambda heads, opt: Sparsemax(opt.attn_impl),
-    "entmax15": lambda heads, opt: Entmax15(opt.attn_impl),
-    "entmax_alpha": lambda heads, opt: EntmaxAlpha(
-        heads, opt.entmax_alpha_init, opt.entmax_max_iter, opt.attn_impl
-    ),
-    "hard": lambda heads, opt: HardRetrieval(),
-    "csoftmax": lambda heads, opt: CSoftmax(),
-    "csparsemax": lambda heads, opt: CSparsemax(),
-}
-
 #: Normalisers whose weights are bounded by fertilities (Malaviya et al. 2018): they are
 #: called as ``normalizer(scores, upper)``.
-CONSTRAINED = ("csoftmax", "csparsemax")
+CONSTRAINED = names(constrained=True)
 
 #: Normalisers with compiled and Triton kernels, for which ``--attn-impl`` matters.
-COMPILED = ("topk", "sparsemax", "entmax15", "entmax_alpha")
+COMPILED = names(compiled=True)
 
 #: Names accepted by ``--attn-fn`` and the per-site flags.
-NAMES = tuple(_FACTORIES)
-
-
-def _check_known(name: str) -> None:
-    if name not in _FACTORIES:
-        raise SettingsError(f"unknown attention normaliser {name!r}; choose from "
-                            f"{', '.join(NAMES)}")
+NAMES = names()
 
 
 def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = NormalizerOptions()):
-    """Make the normaliser called ``name`` for a module with ``num_heads`` heads."""
-    _check_known(name)
-    return _FACTORIES[name](num_heads, options)
+    """Make the normaliser called ``name`` (its entry in
+    :data:`~sparse_attn_plugin.normalizer_registry.SPECS`) for a module with ``num_heads``
+    heads."""
+    return lookup(name).build(num_heads, options)
 
 
 __all__ = [
