@@ -12,50 +12,47 @@ from dataclasses import fields
 from typing import Sequence
 
 from .errors import SettingsError
-from .normalizers import CONSTRAINED, NAMES, NormalizerOptions, build_normalizer
-from .sites import SITES
-
-#: Sites each normaliser may be used at. Hard retrieval is meant for the decoder
-#: (Xu et al. 2021); in encoder self-attention it is allowed but hurts (their Table 3).
-#: Fertility bounds what each source token receives, so the constrained ones fit
-#: cross-attention only.
-FITS = {name: ("decoder_cross",) if name in CONSTRAINED else SITES for name in NAMES}
+from .normalizer_registry import DEFAULT, lookup, names
+from .normalizers import NormalizerOptions, build_normalizer
 
 
 def check_fits(name: str, site: str) -> None:
-    """Raise SettingsError with one clear line if ``name`` is unknown or unfit for ``site``."""
-    if name not in FITS:
-        raise SettingsError(f"unknown attention normaliser {name!r}; choose from "
-                            f"{', '.join(NAMES)}")
-    if site not in FITS[name]:
+    """Raise SettingsError with one clear line if ``name`` is unknown or unfit for ``site``
+    (its entry's ``sites`` in :mod:`.normalizer_registry`)."""
+    fits = lookup(name).sites
+    if site not in fits:
         raise SettingsError(
             f"attention normaliser {name!r} cannot be used for {site.replace('_', ' ')} "
-            f"attention; it fits: {', '.join(FITS[name])}"
+            f"attention; it fits: {', '.join(fits)}"
         )
 
 
-def check_names(cfg, names: Sequence[str], sites: Sequence[str]) -> None:
+def check_names(cfg, model: str, sites: Sequence[str]) -> None:
     """Raise SettingsError with one line naming the flag if ``attn_fn`` or a per-site
-    ``{site}_attn_fn`` of ``sites`` (set ones only) is not one of ``names``, the model's."""
+    ``{site}_attn_fn`` of ``sites`` (set ones only) is not a normaliser that ``model`` (a
+    family of :data:`~.normalizer_registry.MODELS`) can use."""
+    usable = names(model)
     flags = {"attn_fn": cfg.attn_fn}
     if len(sites) > 1:
         flags.update({f"{site}_attn_fn": getattr(cfg, f"{site}_attn_fn", None) for site in sites})
     for dest, name in flags.items():
-        if name is not None and name not in names:
-            raise SettingsError(f"--{dest.replace('_', '-')}: unknown attention normaliser "
-                                f"{name!r}; choose from {', '.join(names)}")
+        if name is not None:
+            try:
+                lookup(name, usable)
+            except SettingsError as error:
+                raise SettingsError(f"--{dest.replace('_', '-')}: {error}") from None
 
 
 def site_normalizer_name(cfg, site: str) -> str:
     """The normaliser chosen for ``site``: its own flag if set, else ``attn_fn``."""
-    return getattr(cfg, f"{site}_attn_fn", None) or getattr(cfg, "attn_fn", None) or "softmax"
+    return getattr(cfg, f"{site}_attn_fn", None) or getattr(cfg, "attn_fn", None) or DEFAULT
 
 
 def cross_attention_constrained(cfg) -> bool:
     """Whether the model's cross-attention is bounded by fertilities (``csoftmax``,
     ``csparsemax``), so that the encoder builds fertilities exactly when the attention
     uses them."""
-    return site_normalizer_name(cfg, "decoder_cross") in CONSTRAINED
+    return site_normalizer_name(cfg, "decoder_cross") in names(constrained=True)
 
 
 def normalizer_options(cfg) -> NormalizerOptions:

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 from sparse_attn_plugin.evaluation import read_generate_output, scoring
 from sparse_attn_plugin.evaluation.significance import paired_bootstrap
 from sparse_attn_plugin.files import read_lines
+from sparse_attn_plugin.normalizer_registry import names
 from sparse_attn_plugin.sites import SITES
 
 from .corpus import Corpus
@@ -31,12 +32,7 @@ KEY = "decoded_with"
 def choices(architecture: Architecture) -> List[str]:
     """The normalisers a whole model of ``architecture`` can be decoded with: those that
     fit every site and that its model can use."""
-    # torch: only for a run that switches
-    from sparse_attn_plugin.normalizers import NAMES
-    from sparse_attn_plugin.site_normalizers import FITS
-
-    return [name for name in NAMES
-            if set(SITES) <= set(FITS[name]) and name not in architecture.cannot_use]
+    return [name for name in names(sites=SITES) if name not in architecture.cannot_use]
 
 
 def overrides(name: str) -> str:

@@ -7,7 +7,8 @@ from typing import Sequence
 import torch
 
 from ..errors import SettingsError
-from ..normalizers import COMPILED, NAMES, NormalizerOptions, parse_alpha_init
+from ..normalizer_registry import DEFAULT, SPECS, TRANSFORMER, names
+from ..normalizers import NormalizerOptions, parse_alpha_init
 from ..normalizers.fused_triton import check_runs
 from ..site_normalizers import check_fits, check_names, site_normalizer_name
 from ..sites import SITES
@@ -16,15 +17,15 @@ from .flag_checks import check_choice, flag
 logger = logging.getLogger(__name__)
 
 
-def add_attention_args(parser, names: Sequence[str] = NAMES,
-                       sites: Sequence[str] = SITES):
-    """Add ``--attn-fn`` (one of ``names``), a per-site override for each of ``sites`` when
-    there are several, and the normalisers' hyper-parameters (from
-    :class:`~sparse_attn_plugin.normalizers.NormalizerOptions`'s fields). Their choices
-    are checked by :func:`check_attention_args` (:mod:`.flag_checks`), not by argparse."""
+def add_attention_args(parser, model: str = TRANSFORMER, sites: Sequence[str] = SITES):
+    """Add ``--attn-fn`` (a normaliser family ``model`` can use, :mod:`..normalizer_registry`),
+    a per-site override for each of ``sites`` when there are several, and the normalisers'
+    hyper-parameters (from :class:`~sparse_attn_plugin.normalizers.NormalizerOptions`'s
+    fields). Their choices are checked by :func:`check_attention_args`
+    (:mod:`.flag_checks`), not by argparse."""
     parser.add_argument("--attn-fn", metavar="NAME",
                         help=f"attention normaliser{' for every site' if len(sites) > 1 else ''}"
-                             f": {', '.join(names)} (default softmax)")
+                             f": {', '.join(names(model))} (default {DEFAULT})")
     for site in sites if len(sites) > 1 else ():
         parser.add_argument(flag(f"{site}_attn_fn"), metavar="NAME",
                             help=f"normaliser for {site.replace('_', ' ')} attention "
@@ -41,7 +42,7 @@ def add_attention_args(parser, names: Sequence[str] = NAMES,
 
 def set_attention_defaults(args, sites: Sequence[str] = SITES):
     """Defaults of the attention flags (fairseq convention: in the architecture)."""
-    args.attn_fn = getattr(args, "attn_fn", None) or "softmax"
+    args.attn_fn = getattr(args, "attn_fn", None) or DEFAULT
     for site in sites if len(sites) > 1 else ():
         setattr(args, f"{site}_attn_fn", getattr(args, f"{site}_attn_fn", None))
     for option in fields(NormalizerOptions):
@@ -49,11 +50,11 @@ def set_attention_defaults(args, sites: Sequence[str] = SITES):
             setattr(args, option.name, option.default)
 
 
-def check_attention_args(args, sites: Sequence[str] = SITES, names: Sequence[str] = NAMES):
-    """Raise SettingsError (one line) for a normaliser that is not one of ``names`` or
-    does not fit its site, an infeasible hyper-parameter, or an implementation that
-    cannot run here."""
-    check_names(args, names, sites)
+def check_attention_args(args, sites: Sequence[str] = SITES, model: str = TRANSFORMER):
+    """Raise SettingsError (one line) for a normaliser that family ``model`` cannot use or
+    that does not fit its site, an infeasible hyper-parameter of a chosen normaliser, or
+    an implementation that cannot run here."""
+    check_names(args, model, sites)
     for option in fields(NormalizerOptions):
         if "choices" in option.metadata:
             check_choice(flag(option.name), getattr(args, option.name),
@@ -61,13 +62,14 @@ def check_attention_args(args, sites: Sequence[str] = SITES, names: Sequence[str
     chosen = {site: site_normalizer_name(args, site) for site in sites}
     for site, name in chosen.items():
         check_fits(name, site)
-    if "topk" in chosen.values() and args.topk < 1:
+    read = {option for name in chosen.values() for option in SPECS[name].options}
+    if "topk" in read and args.topk < 1:
         raise SettingsError(f"--topk must be >= 1, got {args.topk}")
-    if "entmax_alpha" in chosen.values():
+    if "entmax_alpha_init" in read:
         args.entmax_alpha_init = parse_alpha_init(args.entmax_alpha_init, "--entmax-alpha-init")
-        if args.entmax_max_iter < 1:
-            raise SettingsError(f"--entmax-max-iter must be >= 1, got {args.entmax_max_iter}")
-    if args.attn_impl == "triton" and set(chosen.values()) & set(COMPILED):
+    if "entmax_max_iter" in read and args.entmax_max_iter < 1:
+        raise SettingsError(f"--entmax-max-iter must be >= 1, got {args.entmax_max_iter}")
+    if args.attn_impl == "triton" and any(SPECS[name].compiled for name in chosen.values()):
         check_runs(cuda=torch.cuda.is_available() and not getattr(args, "cpu", False))
 
 

@@ -101,12 +101,13 @@ def check_fertility_criterion(args):
     check_number("--fertility-loss-weight", args.fertility_loss_weight, 0)
 
 
-def check_constrained_model(args, sites, names):
-    """The checks of a model with constrained attention (the transformer, the LSTM), run
+def check_constrained_model(args, sites, model):
+    """The checks of a model with constrained attention, of family ``model`` (the
+    transformer, the LSTM: :data:`~..normalizer_registry.MODELS`) at ``sites``, run
     by its architecture function: on fairseq-train's command line, before anything is
     built or written, and at every build. The fertility criterion, which only training
     uses (a checkpoint decodes with its attention switched), on the command line alone."""
-    check_attention_args(args, sites, names)
+    check_attention_args(args, sites, model)
     check_fertility_args(args)
     check_sink(args)
     if parsed_from_command_line(args):

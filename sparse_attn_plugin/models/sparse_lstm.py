@@ -11,7 +11,7 @@ from fairseq.models import (
 
 from ..modules.bounded_attention import BoundedAttention
 from ..modules.lstm import COVERAGE_FORMS, SparseLSTMDecoder, SparseLSTMEncoder
-from ..normalizers import NAMES
+from ..normalizer_registry import LSTM, names
 from ..site_normalizers import (
     build_site_normalizer,
     cross_attention_constrained,
@@ -30,8 +30,8 @@ from .flag_checks import check_choice
 
 logger = logging.getLogger(__name__)
 
-#: Normalisers the LSTM's attention can use (hard retrieval is a transformer method).
-LSTM_NAMES = tuple(name for name in NAMES if name != "hard")
+#: Normalisers the LSTM's attention can use (the registry's, less the transformer's alone).
+LSTM_NAMES = names(LSTM)
 #: The LSTM's one attention: the decoder's over the source.
 LSTM_SITES = ("decoder_cross",)
 
@@ -54,7 +54,7 @@ class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
         parser.add_argument("--decoder-layers", type=int, metavar="N")
         parser.add_argument("--dropout", type=float, metavar="P")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true")
-        add_attention_args(parser, LSTM_NAMES, LSTM_SITES)
+        add_attention_args(parser, LSTM, LSTM_SITES)
         parser.add_argument("--coverage-vector", action="store_true",
                             help="add a coverage vector term to the scores (Tu et al. 2016)")
         parser.add_argument("--coverage-vector-form", metavar="FORM",
@@ -121,7 +121,7 @@ def sparse_lstm(args):
     _default(args, "coverage_vector_form", "paper")
     _default(args, "share_decoder_input_output_embed", False)
     set_fertility_defaults(args)
-    check_constrained_model(args, LSTM_SITES, LSTM_NAMES)
+    check_constrained_model(args, LSTM_SITES, LSTM)
     check_choice("--coverage-vector-form", args.coverage_vector_form, COVERAGE_FORMS)
 
 

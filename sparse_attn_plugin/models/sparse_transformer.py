@@ -14,7 +14,7 @@ from fairseq.models.transformer import (
 )
 
 from ..modules import SparseTransformerDecoder, SparseTransformerEncoder
-from ..normalizers import NAMES
+from ..normalizer_registry import TRANSFORMER
 from ..site_normalizers import cross_attention_constrained
 from ..sites import SITES
 from .attention_args import add_attention_args, log_attention_choice, set_attention_defaults
@@ -43,7 +43,7 @@ class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, Tran
     def build_model(cls, args, task):
         set_attention_defaults(args)
         set_fertility_defaults(args)
-        check_constrained_model(args, SITES, NAMES)
+        check_constrained_model(args, SITES, TRANSFORMER)
         log_attention_choice(args)
         return super().build_model(args, task)
 
@@ -79,7 +79,7 @@ def _sparse_architecture(name, transformer_defaults):
         set_attention_defaults(args)
         set_fertility_defaults(args)
         transformer_defaults(args)
-        check_constrained_model(args, SITES, NAMES)
+        check_constrained_model(args, SITES, TRANSFORMER)
 
     architecture.__name__ = name
     architecture.__doc__ = (f"fairseq's {transformer_defaults.__name__} settings, softmax "

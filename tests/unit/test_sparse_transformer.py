@@ -2,6 +2,8 @@
 equals fairseq's transformer, incremental decoding equals the full pass, beam
 search keeps its state consistent, and bad settings fail at start-up."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from fairseq import utils
@@ -9,8 +11,8 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.modules import SparseMultiheadAttention
+from sparse_attn_plugin.normalizer_registry import SPECS
 from sparse_attn_plugin.normalizers import NAMES, EntmaxAlpha, build_normalizer
-from sparse_attn_plugin.site_normalizers import FITS
 from sparse_attn_plugin.sites import SITES
 
 from helpers.models import attn_flags, batch, build, decode_incrementally
@@ -138,7 +140,7 @@ def test_switching_normaliser_keeps_shared_weights(synthetic_bin):
 
 
 def test_site_misfit_fails_at_start_up(synthetic_bin, monkeypatch):
-    monkeypatch.setitem(FITS, "topk", ("encoder_self",))
+    monkeypatch.setitem(SPECS, "topk", replace(SPECS["topk"], sites=("encoder_self",)))
     with pytest.raises(SettingsError, match="'topk' cannot be used for decoder cross attention"):
         build(synthetic_bin, extra=["--decoder-cross-attn-fn", "topk"])
 
