@@ -42,45 +42,57 @@ import torch
 from torch import Tensor
 from torch.nn import functional as nnf
 
-from . import functional
+from .normalizer_registry import SPECS, lookup
 from .normalizers.base import check_impl
 from .normalizers.entmax_family import check_n_iter
 from .normalizers.topk import check_k
 
+
+def _kinds() -> Tuple[str, ...]:
+    """The normalisers transformers is offered (their ``huggingface`` entry in
+    :mod:`.normalizer_registry`), in the registry's order."""
+    return tuple(spec.name for spec in SPECS.values() if spec.huggingface is not None)
+
+
 #: The normalisers an attention function can use (``kind``).
-KINDS = ("softmax", "topk", "sparsemax", "entmax15", "entmax_alpha")
+KINDS = _kinds()
 
 NEG_INF = float("-inf")
 
 
-def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str) -> Callable[[Tensor], Tensor]:
-    """The weights over the last dim of ``(B, H, T, S)`` scores, as ``kind`` and its options
-    say; the options are checked here, once, as the modules check theirs."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown attention normaliser {kind!r} for transformers; choose "
-                         f"from {', '.join(KINDS)}")
-    check_impl(impl)
-    if kind == "softmax":
-        return functional.softmax
-    if kind == "topk":
-        k = check_k(k)
-        return lambda scores: functional.topk_softmax(scores, k, impl=impl)
-    if kind == "sparsemax":
-        return lambda scores: functional.sparsemax(scores, impl=impl)
-    if kind == "entmax15":
-        return lambda scores: functional.entmax15(scores, impl=impl)
-    n_iter = check_n_iter(n_iter)
-    fixed = isinstance(alpha, (int, float))
+def _fixed_alpha(alpha) -> Union[float, Tensor]:
+    """``entmax_alpha``'s fixed alpha as its function takes it: a float, or one per head as
+    a ``(1, H, 1, 1)`` tensor; ValueError outside (1, 2]."""
     values = torch.as_tensor(alpha, dtype=torch.float32)
     if values.dim() > 1 or values.numel() == 0 or not ((values > 1) & (values <= 2)).all():
         raise ValueError(f"entmax_alpha needs alpha in (1, 2], a number or one per head, "
                          f"got {alpha!r}")
-    per_head = values.reshape(1, -1, 1, 1)
+    return float(alpha) if isinstance(alpha, (int, float)) else values.reshape(1, -1, 1, 1)
 
-    def entmax_alpha(scores: Tensor) -> Tensor:
-        return functional.entmax_alpha(scores, float(alpha) if fixed else
-                                       per_head.to(scores.device), impl=impl, n_iter=n_iter)
-    return entmax_alpha
+
+#: How each option is checked, once, before a normaliser's function is given it (as the
+#: modules check theirs); ``impl`` is checked for every kind.
+_CHECKS = {"k": check_k, "n_iter": check_n_iter, "alpha": _fixed_alpha}
+
+
+def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str) -> Callable[[Tensor], Tensor]:
+    """The weights over the last dim of ``(B, H, T, S)`` scores, by ``kind``'s function
+    given the options its registry entry names (``huggingface``), checked here."""
+    spec = lookup(kind, _kinds(), " for transformers")
+    check_impl(impl)
+    given = {"k": k, "alpha": alpha, "n_iter": n_iter, "impl": impl}
+    passed = {option: _CHECKS.get(option, _as_given)(given[option])
+              for option in spec.huggingface}
+
+    def normalize(scores: Tensor) -> Tensor:
+        return spec.function(scores, **{
+            option: value.to(scores.device) if isinstance(value, Tensor) else value
+            for option, value in passed.items()})
+    return normalize
+
+
+def _as_given(value):
+    return value
 
 
 def apply_mask(scores: Tensor, attention_mask: Optional[Tensor]) -> Tensor:
@@ -195,11 +207,8 @@ def register_all(**options) -> Tuple[str, ...]:
     """:func:`register` every kind of :data:`KINDS` under its own name, with ``options``
     (``k`` for topk, ``alpha`` and ``n_iter`` for entmax_alpha, ``impl`` for all)."""
     return tuple(register(kind, **{key: value for key, value in options.items()
-                                   if key in _OPTIONS[kind]}) for kind in KINDS)
-
-
-_OPTIONS = {"softmax": ("impl",), "topk": ("k", "impl"), "sparsemax": ("impl",),
-            "entmax15": ("impl",), "entmax_alpha": ("alpha", "n_iter", "impl")}
+                                   if key == "impl" or key in SPECS[kind].huggingface})
+                 for kind in _kinds())
 
 
 def _boolean_mask(sdpa_mask):
