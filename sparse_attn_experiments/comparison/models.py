@@ -15,7 +15,10 @@ attention per row, every other setting shared.
 """
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
+
+from sparse_attn_plugin.normalizer_registry import LSTM, TRANSFORMER, names
+from sparse_attn_plugin.sites import SITES
 
 
 @dataclass(frozen=True)
@@ -32,25 +35,32 @@ class Row:
 
 @dataclass(frozen=True)
 class Architecture:
-    """The flags every row shares, the rows, a sentence saying what it is, and the
-    normalisers its model cannot use (``--decode-with`` refuses them)."""
+    """The flags every row shares, what makes its rows, a sentence saying what it is, and
+    its model's family (:data:`~sparse_attn_plugin.normalizer_registry.MODELS`)."""
 
     flags: Tuple[str, ...]
-    rows: Dict[str, Row]
+    made_rows: Callable[[], Dict[str, Row]]
     summary: str
-    cannot_use: Tuple[str, ...] = ()
+    model: str = TRANSFORMER
+
+    @property
+    def rows(self) -> Dict[str, Row]:
+        """Its rows, made when asked: a transformer's follow the registry of normalisers."""
+        return self.made_rows()
+
+    @property
+    def cannot_use(self) -> Tuple[str, ...]:
+        """The normalisers its model cannot use (``--decode-with`` refuses them)."""
+        return tuple(name for name in names() if name not in names(self.model))
 
 
 _CONSTRAINED = ("--task", "sparse_translation")
 _PREDICTED = ("--fertility", "predicted", "--criterion",
               "label_smoothed_cross_entropy_with_fertility")
-#: The rows every transformer compares (the demo's): the five normalisers at every
-#: site, hard retrieval in decoder self- and cross-attention, constrained sparsemax in
-#: cross-attention (the sink, constant fertility 2, exhaustion c = 0.2) and an RBF kernel
-#: smoother.
-TRANSFORMER_ROWS = {
-    **{name: Row(("--attn-fn", name)) for name in
-       ("softmax", "topk", "sparsemax", "entmax15", "entmax_alpha")},
+#: The rows a transformer compares that are not ``--attn-fn NAME``: hard retrieval in
+#: decoder self- and cross-attention, constrained sparsemax in cross-attention (the sink,
+#: constant fertility 2, exhaustion c = 0.2) and an RBF kernel smoother.
+_TRANSFORMER_OWN_ROWS = {
     "hard": Row(("--decoder-self-attn-fn", "hard", "--decoder-cross-attn-fn", "hard"),
                 title="hard (decoder self + cross)"),
     "csparsemax": Row((*_CONSTRAINED, "--decoder-cross-attn-fn", "csparsemax", "--sink-token",
@@ -59,6 +69,17 @@ TRANSFORMER_ROWS = {
     "kernel_rbf": Row(("--arch", "kernel_transformer", "--kernel", "rbf"),
                       title="RBF kernel smoother"),
 }
+
+
+def transformer_rows() -> Dict[str, Row]:
+    """The rows every transformer compares (the demo's): ``--attn-fn NAME`` for each
+    normaliser it can use at every site, in the order of
+    :mod:`sparse_attn_plugin.normalizer_registry`, each taken over by its row of
+    :data:`_TRANSFORMER_OWN_ROWS` where it has one; then that table's other rows."""
+    every_site = {name: Row(("--attn-fn", name)) for name in names(TRANSFORMER, SITES)}
+    return {**every_site, **_TRANSFORMER_OWN_ROWS}
+
+
 #: Malaviya et al. (2018)'s Table 1 rows where their coverage effect was largest:
 #: softmax, sparsemax, and csparsemax with PREDICTED fertilities and c = 0.2.
 LSTM_ROWS = {
@@ -96,16 +117,16 @@ def _transformer(max_tokens: int, size: Tuple[int, int, int], dropout: str,
 
 ARCHITECTURES = {
     "tiny": Architecture(
-        _transformer(1024, (2, 64, 256), "0.1", None, "3e-3", 100), TRANSFORMER_ROWS,
+        _transformer(1024, (2, 64, 256), "0.1", None, "3e-3", 100), transformer_rows,
         "a 2+2-layer transformer, 64-dim, 4 heads, Adam at 3e-3 (inverse square root "
         "after 100 warm-up updates), label smoothing 0.1, batches of 1024 tokens"),
     "small": Architecture(
-        _transformer(4096, (3, 128, 512), "0.3", "0.0001", "1e-3", 400), TRANSFORMER_ROWS,
+        _transformer(4096, (3, 128, 512), "0.3", "0.0001", "1e-3", 400), transformer_rows,
         "a 3+3-layer transformer, 128-dim, 4 heads, 512-dim feed-forward, dropout 0.3, "
         "Adam at 1e-3 (inverse square root after 400 warm-up updates), weight decay "
         "1e-4, label smoothing 0.1, batches of 4096 tokens"),
     "paper": Architecture(
-        _transformer(4096, (6, 512, 1024), "0.3", "0.0001", "5e-4", 4000), TRANSFORMER_ROWS,
+        _transformer(4096, (6, 512, 1024), "0.3", "0.0001", "5e-4", 4000), transformer_rows,
         "fairseq's transformer_iwslt_de_en (6+6 layers, 512-dim, 4 heads, 1024-dim "
         "feed-forward) with fairseq's IWSLT14 De-En recipe: dropout 0.3, Adam at 5e-4 "
         "(inverse square root after 4000 warm-up updates), weight decay 1e-4, label "
@@ -115,12 +136,12 @@ ARCHITECTURES = {
          "--dropout", "0.3", "--fertility-predictor-embed-dim", "64",
          "--fertility-predictor-hidden-size", "64", "--fertility-predictor-layers", "1",
          *_ADAM, "--lr", "1e-3", "--clip-norm", "5", "--max-tokens", "4096",
-         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0"), LSTM_ROWS,
+         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0"),
+        lambda: LSTM_ROWS,
         "a 1-layer BiLSTM encoder and LSTM decoder (input feeding, bilinear attention), "
         "256 units, 256-dim embeddings, dropout 0.3, Adam at 1e-3, gradient norm clipped "
         "at 5, no label smoothing, batches of 4096 tokens (Malaviya et al.: 2 layers of "
-        "500 units, SGD at 1.0 with batches of 64 sentences for 13 epochs)",
-        ("hard",)),  # a transformer method: sparse_lstm's LSTM_NAMES
+        "500 units, SGD at 1.0 with batches of 64 sentences for 13 epochs)", LSTM),
 }
 
 
