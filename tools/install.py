@@ -83,6 +83,12 @@ def probe_torch(python):
     return parse_probe(answer)
 
 
+def python_version(python):
+    """The interpreter ``python``'s version, X.Y."""
+    return subprocess.run([python, "-c", PYTHON_VERSION], stdout=subprocess.PIPE,
+                          universal_newlines=True).stdout.strip()
+
+
 def pth_text(system):
     """The .pth file that adds ``system``'s site folders after the venv's own, as
     --system-site-packages does for a base interpreter (which misses a venv's or conda's)."""
@@ -338,9 +344,7 @@ class Installer:
     @functools.cached_property
     def wheels_python(self):
         """The Python version make wheels downloads for: --wheels-python, else --python's."""
-        return self.args.wheels_python or subprocess.run(
-            [self.args.python, "-c", PYTHON_VERSION], stdout=subprocess.PIPE,
-            universal_newlines=True).stdout.strip()
+        return self.args.wheels_python or python_version(self.args.python)
 
     def download(self, *argv, check=True):
         """pip download of binary wheels for that Python version and platform."""
@@ -381,9 +385,7 @@ class Installer:
         if self.download("--no-deps", self.args.fairseq, check=False):
             return
         print("make wheels: building it here", flush=True)
-        here = subprocess.run([self.args.python, "-c", PYTHON_VERSION], stdout=subprocess.PIPE,
-                              universal_newlines=True).stdout.strip()
-        if self.wheels_python != here:
+        if self.wheels_python != python_version(self.args.python):
             sys.exit(f"make wheels: no {self.args.fairseq} wheel for Python {self.wheels_python};"
                      f" make one with PYTHON=<a Python {self.wheels_python} with torch, numpy"
                      " and cython>")
