@@ -2,10 +2,11 @@
 and the figures, from the rows :mod:`.run` returns."""
 
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from sparse_attn_plugin.evaluation import brevity_penalty
 from sparse_attn_plugin.evaluation.drop import DROP_SYMMETRIZATION
+from sparse_attn_plugin.evaluation.scoring import METRICS, Metric, beside_bleu
 from sparse_attn_plugin.evaluation.significance import describe
 from sparse_attn_plugin.files import markdown_table
 from sparse_attn_plugin.sites import SITES
@@ -24,6 +25,8 @@ from .translations import FOLDER
 #: Our DROP's column, with the symmetrisation it is measured with (published DROP columns
 #: name theirs: :data:`.published.PUBLISHED_DROP`).
 DROP_COLUMN = f"DROP ({DROP_SYMMETRIZATION})"
+#: The metrics whose column is not headed by their name alone.
+_HEADERS = {"DROP": DROP_COLUMN}
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
 #: What the paired tables say where rows trained to different points (.paired.UNTESTED).
 APART_NOTE = ("A row that did not train to the same point as softmax (another number of "
@@ -94,16 +97,37 @@ def _number(value, digits=2):
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def score_columns(rows: Sequence[dict], tests: Dict[str, str],
+                  shown: Sequence[str] = ()) -> List[Tuple[str, Metric, Optional[str]]]:
+    """``(header, metric, test split)`` of the metrics' columns, for those of ``shown``
+    (every metric of :data:`METRICS` for none) that a row records: one a test split for
+    those that go with BLEU (``BLEU test``), one on the first split for the others."""
+    columns = []
+    for name, metric in METRICS.items():
+        if (shown and name not in shown) or not any(metric.key in row for row in rows):
+            continue
+        if metric.with_bleu:
+            columns += [(f"{name} {title}", metric, split) for split, title in tests.items()]
+        else:
+            columns.append((_HEADERS.get(name, name), metric, None))
+    return columns
+
+
+def score_cell(row: dict, metric: Metric, split: Optional[str]) -> str:
+    """A row's score in one of :func:`score_columns`: n/a where it was not scored (METEOR
+    without Java), - where the row was recorded before the metric was scored."""
+    return _number(metric.recorded(row, split)) if metric.key in row else "-"
+
+
 def table(rows: Sequence[dict], titles: dict, corpus: Corpus, here: str) -> str:
     base = next((r for r in rows if r["attention"] == "softmax"), None)
-    tests = list(corpus.tests)
+    columns = score_columns(rows, corpus.tests)
     return markdown_table(
-        ["attention", *(f"BLEU {corpus.tests[t]}" for t in tests), "METEOR", "REP", DROP_COLUMN,
+        ["attention", *(header for header, _, _ in columns),
          "hyp/ref length", "best valid loss", "updates (why training stopped)",
          "zero weights enc-self / dec-self / cross", "learned alpha: mean [min, max]",
          "train words/s ÷ softmax", "generate sent/s ÷ softmax"],
-        [[titles[r["attention"]], *(f"{r['bleu'][t]:.2f}" for t in tests), _number(r["meteor"]),
-          f"{r['rep']:.2f}", f"{r['drop']:.2f}",
+        [[titles[r["attention"]], *(score_cell(r, metric, split) for _, metric, split in columns),
           _number(r.get("length_ratio", {}).get(corpus.first_test), 3),
           _number(r["valid_loss"], 3),
           stopped_cell(r), _zero_cell(r["zero_fraction"]),
@@ -258,7 +282,8 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "improved for the patience's number of validations (converged), or its time budget "
         "or the update cap ends it first (said in the updates column); the best "
         "checkpoint translates. BLEU is sacreBLEU on the tokenised text the corpus was "
-        f"prepared as, subwords merged (`{signature}`), on each test split; METEOR "
+        f"prepared as, subwords merged (`{signature}`), on each test split"
+        f"{_with_bleu(rows)}; METEOR "
         "(Meteor 1.5), REP (repeated bigrams not in the reference, x100 over reference "
         "tokens, lower is better) and DROP (the share of aligned source words the "
         f"translation leaves unaligned: fast_align trained on the training pairs, "
@@ -281,6 +306,20 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")
         + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
+
+
+def _with_bleu(rows: Sequence[dict]) -> str:
+    """The clause naming the scores recorded beside BLEU on each test split (chrF), each
+    with its signature and which way is better; empty where no row records one."""
+    said = []
+    for name in beside_bleu():
+        metric = METRICS[name]
+        row = next((r for r in rows if metric.key in r), None)
+        if name == "BLEU" or row is None:
+            continue
+        signature = f"`{row[metric.signature_key]}`, " if metric.signature else ""
+        said.append(f"{name} ({signature}{metric.direction})")
+    return f", and so {'is' if len(said) == 1 else 'are'} {' and '.join(said)}" if said else ""
 
 
 def _translations(rows: Sequence[dict], translated: Sequence[str], corpus: Corpus) -> str:

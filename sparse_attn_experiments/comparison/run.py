@@ -216,33 +216,30 @@ def _hours(spec: dict) -> float:
 
 
 def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> dict:
-    """Translate every test split with the best checkpoint; BLEU on each, METEOR, REP
-    and DROP on ``test``; speed; zero weights and learned alphas per site (teacher-forced
-    on ``test``)."""
+    """Translate every test split with the best checkpoint; the metrics that go with
+    BLEU on each, every other metric of :data:`scoring.METRICS` on ``test`` (METEOR where
+    Java runs), recorded by :func:`scoring.record_by_split`; speed; zero weights and
+    learned alphas per site (teacher-forced on ``test``)."""
     checkpoint = folder / "checkpoint_best.pt"
-    bleu, first = {}, None  # first: the generation of corpus.first_test, and its scores
+    by_split, first = {}, None  # first: the generation of corpus.first_test
     for split in corpus.tests:
         generated = translate(corpus, checkpoint, generate_flags, split,
                               generate_log(folder.parent, folder.name, split))
         out = generated.output
         if first:
-            bleu[split] = scoring.score(out.hypotheses, out.references).bleu
+            by_split[split] = scoring.score(out.hypotheses, out.references,
+                                            metrics=scoring.beside_bleu())
             continue
-        first = generated, scoring.score(
+        first = generated
+        by_split[split] = scoring.score(
             out.hypotheses, out.references, [drop_sink(line) for line in out.sources],
-            ["BLEU", "REP", "DROP", *(["METEOR"] if scorers.meteor else [])],
-            meteor=scorers.meteor, aligner=scorers.aligner)
-        bleu[split] = first[1].bleu
-    generated, scores = first
+            list(scoring.METRICS), meteor=scorers.meteor, aligner=scorers.aligner,
+            where_possible=True)
     stats = site_statistics(checkpoint, corpus.data)
     return {
-        "bleu": {split: result.score for split, result in bleu.items()},
-        "length_ratio": {split: result.length_ratio for split, result in bleu.items()},
-        "bleu_signature": bleu[corpus.first_test].signature,
-        "meteor": scores.meteor.corpus if scores.meteor else None,
-        "rep": scores.rep.score,
-        "drop": scores.drop.score,
-        "generate_sentences_per_second": generated.sentences_per_second,
+        **scoring.record_by_split(by_split),
+        "length_ratio": {split: scores.bleu.length_ratio for split, scores in by_split.items()},
+        "generate_sentences_per_second": first.sentences_per_second,
         "zero_fraction": {site: stats[site].zero_fraction for site in SITES if site in stats},
         "alphas": {site: stats[site].alphas for site in SITES
                    if site in stats and stats[site].alphas},
