@@ -3,8 +3,8 @@
 Trains every model the tables need with ``fairseq-train``, decodes every table row
 with ``fairseq-generate`` (a row may switch the attention at decoding time with
 ``--model-overrides`` or add generation flags such as a coverage penalty), scores each
-row with the config's metrics (BLEU with sacrebleu; METEOR, REP and DROP as
-``sparse-attn-score`` computes them; decoding sentences/s and training words/s as
+row with the config's metrics (BLEU, and chrF beside it, with sacrebleu; METEOR, REP and
+DROP as ``sparse-attn-score`` computes them; decoding sentences/s and training words/s as
 ratios to the table's first row; a table with seeds pooled as mean ± sd; each row's
 BLEU against the first row's by paired bootstrap resampling), optionally
 decoding the average of each training's last checkpoints, or the best by validation BLEU
@@ -356,7 +356,7 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
             output = outputs[row["key"]] = generated.output
             scores = scoring.score(
                 output.hypotheses, output.references, output.sources,
-                [name for name in metrics if name in scoring.METRICS],
+                [name for name in scoring.with_bleu(metrics) if name in scoring.METRICS],
                 bleu_options=settings["bleu"], meteor=meteor,
                 aligner=prepared[row["corpus"]].drop_aligner,
                 symmetrizations=drop["symmetrize"])

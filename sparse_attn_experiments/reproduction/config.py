@@ -10,10 +10,12 @@ flags) and ``tables`` (each a ``title`` and ``rows`` of ``label``, ``model``, op
 ``overrides`` (``--model-overrides``), ``generate`` (extra fairseq-generate flags) and
 the ``paper``'s figures). Optional:
 
-* ``metrics``: some of ``BLEU METEOR REP DROP speed train_speed params`` (default
-  ``BLEU speed``; ``speed``: fairseq-generate's sentences/s, ``train_speed``:
-  fairseq-train's words/s, both as ratios to the table's first row; ``params``: each
-  trained model's attention parameters, counted in its checkpoint);
+* ``metrics``: some of the scores of :data:`~sparse_attn_plugin.evaluation.scoring.METRICS`
+  (``BLEU chrF METEOR REP DROP``) and of ``speed train_speed params`` (default ``BLEU
+  speed``; the scores that go with BLEU, chrF, are scored and reported wherever it is;
+  ``speed``: fairseq-generate's sentences/s, ``train_speed``: fairseq-train's words/s,
+  both as ratios to the table's first row; ``params``: each trained model's attention
+  parameters, counted in its checkpoint);
 * ``average_last``: decode the average of each training's last N saved checkpoints
   (the training flags must save them: ``--save-interval-updates`` with
   ``--keep-interval-updates``, or ``--keep-last-epochs``); a smoke section has only its
@@ -87,6 +89,8 @@ from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.evaluation.aligner import SYMMETRIZATIONS
 from sparse_attn_plugin.evaluation.drop import PUBLISHED_SYMMETRIZATION
 from sparse_attn_plugin.evaluation.meteor import LANGUAGE_PRESETS
+from sparse_attn_plugin.evaluation.scoring import METRICS as SCORES
+from sparse_attn_plugin.evaluation.scoring import with_bleu
 
 REQUIRED = ("name", "paper", "settings_note", "data", "prepare", "train_flags", "max_update",
             "generate_flags", "bleu", "smoke", "models", "tables")
@@ -100,9 +104,11 @@ CORPUS_KEYS = ("data", "prepare")
 CORPUS_OPTIONAL = ("train_flags", "max_update", "generate_flags", "bleu", "meteor",
                    "average_last", "select", "batch")
 ROW_KEYS = ("label", "model", "overrides", "generate", "fertility_source", "paper")
-METRICS = ("BLEU", "METEOR", "REP", "DROP", "speed", "train_speed", "params")
+#: What a run measures beside the scores of :data:`SCORES`.
+MEASURES = ("speed", "train_speed", "params")
 DEFAULT_METRICS = ("BLEU", "speed")
-PAPER_KEYS = ("BLEU", "METEOR", "REP", "DROP", "speed-up", "train speed-up")
+#: The paper's figure a measure stands beside (a score's is its own name).
+PAPER_KEY = {"speed": "speed-up", "train_speed": "train speed-up"}
 SUBSETS = ("valid", "test")
 FERTILITY_SOURCES = ("gold", "aligner")
 PLACEHOLDERS = ("guided_table",)
@@ -114,6 +120,23 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")
 
 class ConfigError(SparseAttnError, ValueError):
     """A config that cannot be run; the message is one line naming the file."""
+
+
+def known_metrics() -> Tuple[str, ...]:
+    """What a config's ``metrics`` may name: the scores, then the measures."""
+    return (*SCORES, *MEASURES)
+
+
+def paper_keys() -> Tuple[str, ...]:
+    """The paper's figures a table row may give: the scores and the measures'."""
+    return (*SCORES, *PAPER_KEY.values())
+
+
+def metrics_of(run: dict) -> List[str]:
+    """What a run scores and reports: the ``metrics`` of its config (or of its record, as
+    the run wrote them), with the scores that go with BLEU beside it (chrF:
+    :func:`~sparse_attn_plugin.evaluation.scoring.with_bleu`)."""
+    return with_bleu(run.get("metrics", list(DEFAULT_METRICS)))
 
 
 # -- reading and checking a config ------------------------------------------------------------
@@ -236,8 +259,8 @@ def check_config(config, path) -> None:
     _check_section(path, smoke, "smoke.")
     metrics = config.get("metrics", list(DEFAULT_METRICS))
     if (not isinstance(metrics, list) or not metrics or "BLEU" not in metrics
-            or any(m not in METRICS for m in metrics)):
-        raise ConfigError(f"{path}: `metrics` must be a list of {', '.join(METRICS)} "
+            or any(m not in known_metrics() for m in metrics)):
+        raise ConfigError(f"{path}: `metrics` must be a list of {', '.join(known_metrics())} "
                           f"including BLEU, not {metrics!r}")
     if "METEOR" in metrics and "meteor" not in config and not all(
             "meteor" in corpus for corpus in config.get("corpora", {}).values()):
@@ -300,7 +323,7 @@ def _check_row(path, config, table, row) -> None:
     if "fertility_source" in row:
         _source(path, row["fertility_source"], f"`fertility_source` of {what}")
     paper = row.get("paper", {})
-    _keys(path, paper, PAPER_KEYS, f"`paper` of {what}")
+    _keys(path, paper, paper_keys(), f"`paper` of {what}")
     for key, value in paper.items():
         if not isinstance(value, (int, float, str)) or isinstance(value, bool):
             raise ConfigError(f"{path}: paper figure {key} of {what} must be a number (or "

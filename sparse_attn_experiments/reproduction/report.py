@@ -12,9 +12,11 @@ from sparse_attn_plugin.files import markdown_table
 
 from ..provenance import provenance_header
 from .config import (
-    DEFAULT_METRICS,
+    PAPER_KEY,
+    SCORES,
     averaging,
     drop_settings,
+    metrics_of,
     post_process_of,
     resolve_tables,
     run_setting,
@@ -50,20 +52,38 @@ def _by_corpus(config: dict, smoke: bool, describe) -> str:
                      for corpus, text in said.items())
 
 
-def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
-    decoded, metrics = results["decoded"], results.get("metrics", list(DEFAULT_METRICS))
+def _signatures(config: dict, decoded: dict, smoke: bool, key: str) -> str:
+    """The signatures the decodings recorded under ``key`` (``bleu_signature``), as
+    :func:`_by_corpus` says them."""
     rows = [row for _, rows in resolve_tables(config, smoke) for row in rows]
 
     def signature(corpus):
-        return next((f"`{decoded[r['key']]['bleu_signature']}`" for r in rows
-                     if r["corpus"] == corpus and "bleu_signature" in decoded[r["key"]]), "?")
+        return next((f"`{decoded[r['key']][key]}`" for r in rows
+                     if r["corpus"] == corpus and key in decoded[r["key"]]), "?")
 
-    notes = [f"BLEU: sacrebleu {_by_corpus(config, smoke, signature)}; beside it, a row's "
+    return _by_corpus(config, smoke, signature)
+
+
+def _signed_notes(config: dict, decoded: dict, smoke: bool, metrics: List[str]) -> List[str]:
+    """A note for each score but BLEU with a signature that the decodings recorded
+    (chrF): its signatures and which way is better."""
+    signed = [SCORES[name] for name in metrics if name in SCORES and name != "BLEU"
+              and SCORES[name].signature]
+    return [f"{metric.name}: sacrebleu "
+            f"{_signatures(config, decoded, smoke, metric.signature_key)} "
+            f"({metric.direction})." for metric in signed
+            if any(metric.signature_key in record for record in decoded.values())]
+
+
+def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
+    decoded, metrics = results["decoded"], metrics_of(results)
+    bleu = _signatures(config, decoded, smoke, "bleu_signature")
+    notes = [f"BLEU: sacrebleu {bleu}; beside it, a row's "
              "BLEU minus the table's first row's on the same sentences, with the 95% "
              f"interval and two-sided p-value of paired bootstrap resampling ({RESAMPLES} "
              "draws; Koehn 2004; not in a table that pools seeds). It says how much a difference "
              "depends on which sentences the test set holds, not how it varies from seed "
-             "to seed."]
+             "to seed.", *_signed_notes(config, decoded, smoke, metrics)]
     if "METEOR" in metrics:
         def preset(corpus):
             language = run_setting(config, smoke, "meteor", corpus=corpus)["language"]
@@ -108,8 +128,7 @@ def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
     return notes
 
 
-#: The paper's figure beside each metric's column(s), and the columns' headers.
-_PAPER_KEY = {"speed": "speed-up", "train_speed": "train speed-up"}
+#: The headers of the measures' columns.
 _HEADER = {"speed": "sent/s ÷ first row ({ours})",
            "train_speed": "train words/s ÷ first row ({ours})"}
 
@@ -157,7 +176,7 @@ def row_comparisons(rows: List[dict], decoded: dict, trained: dict,
         runs, paper = [decoded[r["key"]] for r in group], group[0].get("paper", {})
         cells = {}
         for metric in metrics:
-            figure = _cell(paper.get(_PAPER_KEY.get(metric, metric)))
+            figure = _cell(paper.get(PAPER_KEY.get(metric, metric)))
             if metric == "params":
                 ours = _cell(trained[group[0]["train"]].get("attention_parameters"), "{:,}")
             elif any("failed" in r for r in runs):
@@ -165,7 +184,7 @@ def row_comparisons(rows: List[dict], decoded: dict, trained: dict,
             elif metric in _HEADER:
                 ours = _ratio(speeds(group)[metric], first[metric])
             else:
-                ours = _summary([r[metric.lower()] for r in runs])
+                ours = _summary([SCORES[metric].recorded(r) for r in runs])
             cells[metric] = (ours, figure)
         compared.append((group, cells))
     return compared
@@ -184,7 +203,7 @@ def _table(config: dict, rows: List[dict], decoded: dict, trained: dict, metrics
         if metric == "params":
             header += [f"attention parameters ({ours})"]
         elif metric in _HEADER:
-            header += [_HEADER[metric].format(ours=ours), f"{_PAPER_KEY[metric]} (paper)"]
+            header += [_HEADER[metric].format(ours=ours), f"{PAPER_KEY[metric]} (paper)"]
         else:
             header += [f"{metric} ({ours})", f"{metric} (paper)"]
             if metric == "BLEU" and paired:
@@ -269,7 +288,7 @@ def _section(config: dict, table: dict, rows: List[dict], results: dict, symmetr
         notes.append(f"Decoded and scored on the {table['subset']} split.")
     return (f"## {table['title']}\n\n" + (" ".join(notes) + "\n\n" if notes else "")
             + _table(config, rows, results["decoded"], results["trained"],
-                     results.get("metrics", list(DEFAULT_METRICS)), symmetrizations, smoke))
+                     metrics_of(results), symmetrizations, smoke))
 
 
 def render_tables(config: dict, results: dict, smoke: bool, command: str) -> Dict[str, str]:
