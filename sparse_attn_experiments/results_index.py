@@ -2,7 +2,8 @@
 
 For each paper config in ``configs/``: the runs of it in ``results/<name>/`` (the full
 run's ``results.json``, else the smoke run's ``smoke.json``) with, per table row, our
-figures beside the paper's for each metric the paper reports (and BLEU always); the
+figures beside the paper's for each metric the paper reports (and BLEU always, with
+chrF where the run recorded it); the
 command, commit and machine each file names; and, for a full run not made here, what it
 takes. Then each comparison of every kind of attention on one corpus
 (``sparse-attn-compare``: the demo, Multi30k, KFTT) with the published figures on that
@@ -19,24 +20,28 @@ from typing import Dict, List, Optional
 
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.evaluation.drop import PUBLISHED_SYMMETRIZATION
+from sparse_attn_plugin.evaluation.scoring import beside_bleu
 from sparse_attn_plugin.files import markdown_table, write_text_atomic
 
 from .comparison.published import published_rows
-from .comparison.report import DROP_COLUMN, stopped_cell
+from .comparison.report import score_cell, score_columns, stopped_cell
 from .provenance import gpu_of, provenance_header
 from .reproduction.config import (
-    DEFAULT_METRICS,
+    SCORES,
     ConfigError,
     drop_settings,
     load_config,
+    metrics_of,
     resolve_tables,
     training_budget,
 )
 from .reproduction.report import row_comparisons, row_label
 
 _HEADER_LINE = re.compile(r"^- (command|commit|machine|date): (.*)$")
-SHOWN = {"BLEU": "BLEU", "METEOR": "METEOR", "REP": "REP", "DROP": "DROP",
-         "speed": "decoding ×", "train_speed": "training ×"}
+#: How a cell names the speeds (a score: by its name).
+SPEEDS = {"speed": "decoding ×", "train_speed": "training ×"}
+#: The scores of a comparison the index shows: those that go with BLEU, REP and DROP.
+COMPARED = (*beside_bleu(), "REP", "DROP")
 #: A table whose rows the run did not make: the config changed after the run.
 STALE = "not in this run: the config changed after it (run the script again)"
 
@@ -55,7 +60,7 @@ def provenance_of(report: Path) -> Dict[str, str]:
 
 def _label(metric: str, symmetrization: str) -> str:
     """How a cell names ``metric``: DROP with its symmetrisation."""
-    return f"DROP ({symmetrization})" if metric == "DROP" else SHOWN[metric]
+    return f"DROP ({symmetrization})" if metric == "DROP" else SPEEDS.get(metric, metric)
 
 
 def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
@@ -64,7 +69,7 @@ def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
     ``drop.symmetrize``, as its report says), the paper's with
     :data:`PUBLISHED_SYMMETRIZATION`."""
     lines = []
-    metrics = [m for m in record.get("metrics", DEFAULT_METRICS) if m in SHOWN]
+    metrics = [m for m in metrics_of(record) if m in SCORES or m in SPEEDS]
     ours = drop_settings(config, smoke)["symmetrize"][0]
     for table, rows in resolve_tables(config, smoke):
         if not all(row["key"] in record["decoded"] and row["train"] in record["trained"]
@@ -74,7 +79,8 @@ def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
             continue
         compared = row_comparisons(rows, record["decoded"], record["trained"], metrics)
         for group, cells in compared:
-            shown = [m for m in metrics if m == "BLEU" or cells[m][1] != "-"]
+            shown = [m for m in metrics if m == "BLEU" or cells[m][1] != "-"
+                     or (m in beside_bleu() and cells[m][0] != "-")]
             lines.append([table["title"], row_label(config, group[0]),
                           "; ".join(f"{_label(m, ours)} {cells[m][0]}" for m in shown),
                           "; ".join(f"{_label(m, PUBLISHED_SYMMETRIZATION)} {cells[m][1]}"
@@ -144,8 +150,9 @@ def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
 
 
 def comparisons(results: Path) -> str:
-    """Each ``sparse-attn-compare`` report (``comparison.json``): its rows' BLEU, REP and
-    DROP and how each row's training ended, with the published figures on its corpus."""
+    """Each ``sparse-attn-compare`` report (``comparison.json``): its rows' BLEU (and chrF
+    where recorded), REP and DROP and how each row's training ended, with the published
+    figures on its corpus."""
     parts = []
     for record_path in sorted(results.glob("*/comparison.json")):
         record = json.loads(record_path.read_text())
@@ -157,12 +164,11 @@ def comparisons(results: Path) -> str:
                      f"[{link}]({link}) (commit "
                      f"`{about.get('commit', '?')}`, {about.get('machine', '?')}, "
                      f"{about.get('date', '?')}).\n")
-        tests = record["tests"]
+        columns = score_columns(record["rows"], record["tests"], COMPARED)
         parts.append(markdown_table(
-            ["attention", *(f"BLEU {name}" for name in tests.values()), "REP", DROP_COLUMN,
+            ["attention", *(header for header, _, _ in columns),
              "updates (why training stopped)"],
-            [[row["attention"], *(f"{row['bleu'][split]:.2f}" for split in tests),
-              f"{row['rep']:.2f}", f"{row['drop']:.2f}",
+            [[row["attention"], *(score_cell(row, metric, split) for _, metric, split in columns),
               stopped_cell(row)] for row in record["rows"]]))
         published = published_rows(record["corpus"])
         if published:

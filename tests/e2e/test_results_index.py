@@ -42,8 +42,9 @@ def test_index_puts_our_recorded_numbers_beside_the_papers(tmp_path, monkeypatch
     index = (results / "README.md").read_text()
     record = json.loads((out / "smoke.json").read_text())
     bleu = {json.loads(key)[0]: d["bleu"] for key, d in record["decoded"].items()}
-    assert (f"| Table 1: BLEU, IWSLT De-En | alpha-entmax | BLEU {bleu['alpha-entmax']:.2f} | "
-            "BLEU 29.90 |") in index
+    chrf = {json.loads(key)[0]: d["chrf"] for key, d in record["decoded"].items()}
+    assert (f"| Table 1: BLEU, IWSLT De-En | alpha-entmax | BLEU {bleu['alpha-entmax']:.2f}; "
+            f"chrF {chrf['alpha-entmax']:.2f} | BLEU 29.90; chrF - |") in index
     assert "[adaptively_sparse/smoke.md](adaptively_sparse/smoke.md)" in index
     assert "12 trainings (12 x 100,000 updates)" in index        # Correia at full scale
     assert "24 trainings (20 x 90 epochs, 2 x 35,000 updates, 2 x 72 epochs)" in index
