@@ -1,18 +1,10 @@
 """Fetching a corpus's archives: resumable downloads with retries and integrity checks, or
-files a user already has (offline mode).
+files a user already has (offline: ``--raw-dir DIR`` or ``SPARSE_ATTN_RAW_DIR``).
 
 A download goes to ``NAME.part`` and resumes from its end with an HTTP ``Range`` request
-after a dropped connection or an interrupted run; a server that ignores the range makes
-it start again from zero. When the archive's size or SHA-256 is known, a file that does
-not match is refused with a line naming it (and the ``.part`` is removed, so that the
-next run starts afresh). Only a complete, checked file gets its real name. The sizes and
-checksums are the ones other maintained tools record for the same URLs (named beside
-each); a host that re-packs an archive breaks them, and ``--no-checksums`` then accepts
-it.
-
-Offline: with a raw directory (``--raw-dir DIR`` or the ``SPARSE_ATTN_RAW_DIR``
-environment variable) nothing is downloaded; each archive is taken from that directory
-under its usual file name, checked the same way.
+(from zero where the server ignores it). A file whose size or SHA-256 differs from the
+recorded one (other maintained tools' records, named beside each) is refused and its
+``.part`` removed, unless ``--no-checksums``; only a complete, checked file gets its name.
 """
 
 import hashlib

@@ -1,12 +1,7 @@
-"""IWSLT14 German-English (TED talks), as fairseq's ``prepare-iwslt14.sh`` prepares it.
-
-From ``de-en.tgz``: the training talks (``train.tags.de-en.*``; the url, talkid and
-keywords lines dropped, title and description text kept) are Moses-tokenised, cleaned
-(1-175 tokens, ratio 1.5) and lowercased; every 23rd of the cleaned pairs is the
-validation set, the rest is training. The test set is dev2010, TEDX dev2012, tst2010,
-tst2011 and tst2012 (the ``<seg>`` texts), tokenised and lowercased, not cleaned. Joint
-BPE: 10k merges in fairseq's recipe, 14k in Zhao et al. (2019), 32k in Malaviya et al.
-(2018) (``--bpe-merges``); one dictionary per language, as fairseq's recipe binarises it.
+"""IWSLT14 German-English (TED talks), as fairseq's ``prepare-iwslt14.sh`` prepares it:
+Moses-tokenised, cleaned (training only) and lowercased, every 23rd cleaned pair held out
+for validation, joint BPE with 10k merges (14k in Zhao et al. 2019, 32k in Malaviya et
+al. 2018); docs/corpora.md, "IWSLT14 German-English".
 
     python -m sparse_attn_data.iwslt14_de_en [--bpe-merges 10000] [--fertility] [--raw-dir DIR]
 """

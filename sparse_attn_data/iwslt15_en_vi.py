@@ -1,9 +1,6 @@
 """IWSLT15 English-Vietnamese (TED talks), the Stanford NMT group's preprocessed release
-(Luong & Manning 2015): already Moses-tokenised, with the tokeniser's XML escapes
-(``&quot;``, ``&apos;``, ``&amp;``), in its original case (neither truecased nor
-lowercased), used as it is; tst2012 is the validation set and tst2013 the test set.
-The release is word-level (17k / 7.7k vocabularies), so the default is
-``--subwords none``; BPE is one flag away.
+(Luong & Manning 2015), used as it is: Moses-tokenised with its XML escapes, in its
+original case, word-level (``--subwords none`` by default); tst2012 validates, tst2013 tests.
 
     python -m sparse_attn_data.iwslt15_en_vi [--subwords subword_nmt --bpe-merges 8000]
 """

@@ -1,15 +1,8 @@
-"""Multi30k German-English (Elliott et al. 2016), task 1: image-caption translation,
-29,000 training pairs, 1,014 validation pairs and four test sets.
+"""Multi30k German-English (Elliott et al. 2016), task 1: image-caption translation.
 
-The published raw files (``data/task1/raw/*.gz`` of github.com/multi30k/dataset) are
-prepared exactly as the dataset's own ``scripts/task1-tokenize.sh`` makes its
-``tok/*.lc.norm.tok.*`` files: ``lowercase.perl | normalize-punctuation.perl -l LANG |
-tokenizer.perl -l LANG``, with the Moses scripts of December 2017 that the script
-cloned (``moses="2017"``, :data:`sparse_attn_data.text.MOSES_VERSIONS`); no cleaning. Then a
-joint BPE (10k merges by default, the usual choice for this corpus size) with one joined
-dictionary. ``test`` is test_2016_flickr (the test set most papers report); the 2017
-Flickr and MSCOCO sets and the 2018 Flickr set are ``test1``, ``test2`` and ``test3``
-(``fairseq-generate --gen-subset test1``), named in ``PREPARED.json``'s ``test_sets``.
+The published raw files, prepared as the dataset's own ``task1-tokenize.sh`` made its
+``tok/*.lc.norm.tok.*`` files (the Moses scripts of December 2017), then joint BPE with one
+joined dictionary; four test sets, ``test`` to ``test3``. docs/corpora.md, "Multi30k".
 
     python -m sparse_attn_data.multi30k_de_en [--bpe-merges 10000] [--raw-dir DIR]
 """

@@ -1,37 +1,13 @@
 """Your own parallel text through the corpus recipes' pipeline (:mod:`sparse_attn_data.recipe`):
-plain UTF-8 files, one sentence a line, ``PREFIX.SRC`` and ``PREFIX.TGT`` for the
-training, validation and test sets, prepared into ``DEST/NAME`` for fairseq.
+plain UTF-8 files ``PREFIX.SRC`` and ``PREFIX.TGT``, one sentence a line, prepared into
+``DEST/NAME`` for fairseq with the preprocessing chosen on the command line; docs/corpora.md,
+"Your own parallel text".
 
     python -m sparse_attn_data.parallel --src SRC --tgt TGT --train PREFIX --valid PREFIX
         --test PREFIX [--test PREFIX2 ...] --name NAME
         [--no-tokenize] [--moses 2019|2017] [--lowercase] [--normalize-punctuation]
         [--aggressive-dashes] [--clean MIN MAX RATIO] [the recipes' options: --subwords,
         --bpe-merges, --sink, --fertility, --joined-dictionary, --workers, ...]
-
-The text goes through the recipes' stages in their order: Moses punctuation
-normalisation (``--normalize-punctuation``), non-printing characters replaced by spaces,
-Moses tokenisation (unless ``--no-tokenize``; ``--aggressive-dashes`` splits hyphens,
-``--moses`` picks the scripts' version), lowercasing (``--lowercase``), the training pairs
-cleaned by length and length ratio as Moses' ``clean-corpus-n.perl`` (``--clean 1 175
-1.5``; off by default), then subwords and ``fairseq-preprocess``. A second and further
-``--test`` become the splits ``test1``, ``test2``, ... (``fairseq-generate --gen-subset
-test1``); ``PREPARED.json`` names each after its prefix (``test_sets``) and records the
-inputs (their paths and SHA-256 digests) and every choice, so that a re-run with other
-settings or on changed files is refused. The files are
-read where they are: nothing is downloaded, so there is no ``--raw-dir``.
-
-Example, the 30k-pair KFTT sample of ``../shared/realdata`` (cicada's ``kftt.30k``: the
-training set is the first 30,000 KFTT pairs of at most 30 words, ``dev`` is kyoto-dev and
-``tune`` kyoto-tune). It is tokenised already, English with Moses and Japanese with MeCab,
-hence ``--no-tokenize``; it is cased, and is kept cased, as ``sparse_attn_data.kftt_ja_en``
-keeps the full KFTT release, so that scores compare with that recipe's (add
-``--lowercase`` for a case-insensitive setup):
-
-    python -m sparse_attn_data.parallel --src ja --tgt en \\
-        --train ../shared/realdata/kftt_cicada30k/train \\
-        --valid ../shared/realdata/kftt_cicada30k/dev \\
-        --test ../shared/realdata/kftt_cicada30k/tune \\
-        --no-tokenize --name kftt30k_ja_en --bpe-merges 8000
 """
 
 import argparse

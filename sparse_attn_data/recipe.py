@@ -1,36 +1,9 @@
 """The preparation pipeline every corpus shares, and its command line.
 
-A :class:`Recipe` says what is particular to a corpus: its archives, how to read its
-parts out of them, and its published preprocessing (tokenisation, lowercasing,
-cleaning, subword merges). :func:`prepare` runs the stages under ``WORK/NAME``, each
-skipped when its outputs exist (:mod:`sparse_attn_data.steps`):
-
-1. ``orig/``: the archives, downloaded (resumable) or taken from ``--raw-dir``;
-2. ``raw/``: the text of each part of the corpus, markup stripped (:attr:`Recipe.read`);
-3. ``tok/``: per language the corpus's own normalisation, Moses tokenisation and
-   lowercasing; the training part cleaned by length and ratio; then the train, valid
-   and test splits (:attr:`Recipe.split`);
-4. ``subword/``: a joint segmentation learnt on the training split (BPE with
-   subword-nmt, or sentencepiece) applied to every split; with ``--max-train-subwords N``
-   the training pairs with more than N subwords on either side dropped; ``<SINK>``
-   appended to each source sentence with ``--sink``; with ``--fertility``, a word aligner
-   (``sparse-attn-align``, with its own sink) trained on the training split writes
-   per-token fertilities for train and valid and the GUIDED table;
-5. ``DEST/NAME``: ``fairseq-preprocess`` (one dictionary per language or one joined
-   dictionary: the recipe's default, or ``--joined-dictionary`` /
-   ``--separate-dictionaries``), the subword model, the fertility files where
-   ``--task sparse_translation`` reads them (``{split}.SRC-TGT.fert``), the GUIDED table
-   (``guided.tsv``), and ``PREPARED.json`` (settings and sentence counts). The folder is
-   built under a temporary name and renamed when complete.
-
-A finished ``DEST/NAME`` makes a re-run a no-op; one prepared with other settings (or,
-for files read where they are, from other contents) is refused, not overwritten.
-``raw/``, ``tok/`` and ``subword/`` are removed at the end unless
-``--keep-intermediates``, and at the start when ``WORK/NAME/SETTINGS.json`` says another
-run made them with other settings; the archives are kept, so preparing again with other
-settings downloads nothing. ``--keep-intermediates`` on a finished ``DEST/NAME`` rebuilds
-the intermediates it lacks (:func:`rebuild_intermediates`: stages 1-4, the subwords with
-``DEST/NAME``'s own model, no fertilities) and leaves ``DEST/NAME`` as it is.
+A :class:`Recipe` says what is particular to a corpus (its archives, how to read them, its
+published preprocessing); :func:`prepare` runs the stages ``orig/``, ``raw/``, ``tok/``,
+``subword/`` and ``DEST/NAME``, each skipped when its outputs exist
+(:mod:`sparse_attn_data.steps`); docs/corpora.md, "What a recipe does, stage by stage".
 """
 
 import dataclasses
@@ -90,72 +63,46 @@ class Option:
 
 @dataclass(frozen=True)
 class Recipe:
-    """What is particular to one corpus.
+    """What is particular to one corpus; each field's comment says what it holds."""
 
-    Attributes:
-        name: the default ``data-bin`` folder name.
-        title: the corpus, for messages.
-        src, tgt: language codes (file suffixes, sacremoses languages).
-        sources: the archives to fetch.
-        read: ``read(archives, folder, **options) -> parts``: the text of each of
-            :attr:`parts` from the fetched archives (``{filename: path}``), extracting
-            into ``folder``, with the value chosen for each of :attr:`options`.
-        parts: the names ``read`` returns, in order.
-        merges: default number of BPE merges (or sentencepiece vocabulary size).
-        subwords: default scheme of :data:`subwords.SCHEMES`.
-        joined_dictionary: one dictionary for both languages by default (as the recipe
-            this one follows does).
-        test_names: the corpus's names of its test sets when it has several: the
-            first is binarised as ``test``, the others as ``test1``, ``test2``, ... (the
-            parts :attr:`read` returns under those names); recorded in ``PREPARED.json``.
-        tokenize: Moses-tokenise (False for corpora published tokenised).
-        moses: the version of Moses' scripts to reproduce (:data:`text.MOSES_VERSIONS`).
-        lowercase: lowercase every split.
-        lowercase_first: lowercase before everything else (Multi30k's
-            ``task1-tokenize.sh``), not after tokenising.
-        normalize_punctuation: Moses punctuation normalisation before tokenising.
-        remove_non_printing: Moses ``remove-non-printing-char.perl`` (after the
-            punctuation normalisation); off where the published recipe leaves the
-            characters to the tokeniser (IWSLT14's keeps U+200C as a token).
-        aggressive_dashes: split hyphens inside words (``tokenizer.perl -a``: ``@-@``).
-        clean: ``(min_len, max_len, ratio)`` for the training part, or None.
-        preprocess: ``{lang: fn(lines) -> lines}`` applied before tokenising.
-        split: ``split(parts) -> {train, valid, test}`` after cleaning; None when the
-            parts are the splits.
-        expected: sentence pairs per split of the published recipe.
-        options: the corpus's own command-line choices.
-        settings: what else decides the prepared data, recorded in ``PREPARED.json``
-            with the command line's settings (a recipe built from the command line, as
-            :mod:`sparse_attn_data.parallel` builds one, records its inputs and preprocessing).
-        inputs: ``{path: SHA-256}`` of the files read where they are (not downloaded
-            archives, which :attr:`sources` checksum), recorded in ``PREPARED.json`` so
-            that a re-run on changed files is refused.
-    """
-
-    name: str
-    title: str
-    src: str
+    name: str  #: the default ``data-bin`` folder name
+    title: str  #: the corpus, for messages
+    src: str  #: language code (file suffix, sacremoses language)
     tgt: str
-    sources: Tuple[Source, ...]
+    sources: Tuple[Source, ...]  #: the archives to fetch
+    #: ``read(archives, folder, **options) -> parts``: the text of each of :attr:`parts`
+    #: from the fetched archives (``{filename: path}``), extracting into ``folder``,
+    #: with the value chosen for each of :attr:`options` as a keyword.
     read: Callable[[Dict[str, Path], Path], Parts]
-    merges: int
-    subwords: str = "subword_nmt"
-    joined_dictionary: bool = False
-    parts: Tuple[str, ...] = SPLITS
+    merges: int  #: default BPE merges (or sentencepiece vocabulary size)
+    subwords: str = "subword_nmt"  #: default scheme of :data:`subwords.SCHEMES`
+    joined_dictionary: bool = False  #: one dictionary for both languages
+    parts: Tuple[str, ...] = SPLITS  #: the names ``read`` returns, in order
+    #: the corpus's names of its test sets when it has several: the first is binarised as
+    #: ``test``, the others as ``test1``, ``test2``, ...; recorded in ``PREPARED.json``.
     test_names: Tuple[str, ...] = ()
-    tokenize: bool = True
-    moses: str = "2019"
-    lowercase: bool = False
-    lowercase_first: bool = False
-    normalize_punctuation: bool = False
+    tokenize: bool = True  #: Moses-tokenise (False for corpora published tokenised)
+    moses: str = "2019"  #: the version of Moses' scripts (:data:`text.MOSES_VERSIONS`)
+    lowercase: bool = False  #: lowercase every split
+    lowercase_first: bool = False  #: first (Multi30k's script), not last
+    normalize_punctuation: bool = False  #: Moses punctuation normalisation first
+    #: Moses ``remove-non-printing-char.perl`` after that; off where the published recipe
+    #: leaves the characters to the tokeniser (IWSLT14's keeps U+200C as a token).
     remove_non_printing: bool = True
-    aggressive_dashes: bool = False
-    clean: Optional[Tuple[int, int, float]] = (1, 175, 1.5)
+    aggressive_dashes: bool = False  #: split hyphens in words (``tokenizer.perl -a``)
+    clean: Optional[Tuple[int, int, float]] = (1, 175, 1.5)  #: training pairs' (min, max, ratio)
+    #: ``{lang: fn(lines) -> lines}`` applied before tokenising
     preprocess: Dict[str, Callable[[List[str]], List[str]]] = field(default_factory=dict)
+    #: ``split(parts) -> {train, valid, test}`` after cleaning; None: the parts are splits
     split: Optional[Callable[[Parts], Parts]] = None
-    expected: Dict[str, int] = field(default_factory=dict)
-    options: Tuple[Option, ...] = ()
+    expected: Dict[str, int] = field(default_factory=dict)  #: pairs per published split
+    options: Tuple[Option, ...] = ()  #: the corpus's own command-line choices
+    #: what else decides the prepared data, recorded in ``PREPARED.json`` (a recipe built
+    #: from the command line, as :mod:`sparse_attn_data.parallel` builds one, records its
+    #: inputs and preprocessing there)
     settings: Dict[str, object] = field(default_factory=dict)
+    #: ``{path: SHA-256}`` of the files read where they are (not downloaded archives, which
+    #: :attr:`sources` checksum), so that a re-run on changed files is refused
     inputs: Dict[str, str] = field(default_factory=dict)
 
     @property

@@ -1,10 +1,8 @@
 """Crash-safe preparation steps: all-or-nothing outputs, and re-runs that skip finished work.
 
-Every file a step writes goes first to a temporary name beside its destination and is
-renamed into place only when the step has finished (:func:`sparse_attn_plugin.files.
-atomic_outputs`), so an interrupted run never leaves a half-written file under a real
-name. A step is done when all its outputs exist; a re-run skips it, and an interrupted
-run resumes at the first step that is not done.
+A step writes each output under a temporary name and renames it when the step has finished
+(:func:`sparse_attn_plugin.files.atomic_outputs`); a step is done when all its outputs
+exist, so a re-run resumes at the first step that is not done.
 """
 
 import logging

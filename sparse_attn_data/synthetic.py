@@ -1,39 +1,9 @@
 """Synthetic parallel corpus with word alignments and fertilities known by construction.
 
-The toy language pair
----------------------
-Both languages are made of pronounceable pseudo-words of 2-3 consonant-vowel
-syllables.  Source words use the consonants ``b d g k l p r s t`` (``bato``),
-target words use ``f h j m n v w y z`` (``zemi``), so the two vocabularies never
-share a word.  The lexicon depends only on ``seed``, ``src_vocab`` and
-``tgt_vocab`` (never on the corpus sizes), so corpora of different sizes agree:
-
-* every source type has a fixed **fertility** in {0, 1, 2, 3}; the types, in
-  frequency-rank order, are cut into blocks of ten and each block holds a
-  shuffled ``0 1 1 1 1 1 1 2 2 3`` (10% / 60% / 20% / 10% of types);
-* every source type has a fixed **translation**: a sequence of exactly
-  ``fertility`` target types (dealt from shuffled copies of the target
-  vocabulary, so target types are used about equally often);
-* every source type has a fixed **word class**: ``A`` (adjective-like, 20%),
-  ``N`` (noun-like, 40%) or ``O`` (other, 40%).
-
-Translating a sentence: **reordering rule** - whenever a class-``A`` word is
-immediately followed by a class-``N`` word, the two swap places (like
-adjective-noun order in French; such pairs never overlap).  Then every source
-word, in the reordered order, is replaced by its translation.  Target token
-``j`` is aligned to the one source token ``i`` that produced it.
-
-Sentences have ``min_len``..``max_len`` source tokens, ``p(L) ~ L^2 exp(-L/6)``
-(mean about 17 source and 21 target tokens at the defaults); words are drawn
-Zipf-Mandelbrot over the types, ``p(rank r) ~ 1 / (r + 2.7)``.  A sentence
-whose words all have fertility 0 is redrawn.  Each split has its own random
-stream, so a smaller corpus is a prefix of a larger one with the same seed.
-
-Files per split (``train``, ``valid``, ``test``): ``{split}.src``,
-``{split}.tgt`` (space-separated tokens), ``{split}.align`` (Pharaoh ``i-j``,
-``i`` source index, ``j`` target index, one link per target token, sorted by
-``(i, j)``) and ``{split}.fert`` (one int per source token), then
-``MANIFEST.json`` (parameters and counts), written last.
+A seeded toy language pair: each source word type has a fixed fertility (0-3), translation
+and word class, and adjective-like words swap with a following noun-like word, so the gold
+alignments and fertilities are known. Its rules and files: docs/corpora.md, "Synthetic
+corpus".
 """
 import filecmp
 import inspect

@@ -1,16 +1,10 @@
 """Text clean-up the corpus recipes share: markup stripping, Romanian normalisation,
 Moses punctuation normalisation and tokenisation, lowercasing and length/ratio cleaning.
 
-Each function works on lists of lines (no newlines), so a recipe chains them in memory
-and writes each stage once, atomically (:mod:`sparse_attn_data.steps`).
-
-The Moses steps give the output of Moses' Perl scripts byte for byte
-(``normalize-punctuation.perl``, ``remove-non-printing-char.perl``, ``tokenizer.perl``,
-``lowercase.perl``), without Perl: they are sacremoses 0.2.0 with the few rules where it
-differs from the scripts put right (:class:`PerlMosesTokenizer`,
-:func:`punctuation_normalizer`, :func:`lowercase`). Two versions of the scripts are
-reproduced (:data:`MOSES_VERSIONS`): today's, which the published recipes get when they
-clone Moses, and the December 2017 snapshot Multi30k's tokenised files were made with.
+Each function works on lists of lines, so a recipe chains them in memory and writes each
+stage once (:mod:`sparse_attn_data.steps`). The Moses steps give the Perl scripts' output
+byte for byte: sacremoses with the rules where it differs put right (docs/corpora.md,
+"Moses without Perl").
 """
 
 import re
@@ -84,20 +78,8 @@ def _check_version(moses: str) -> None:
 
 def punctuation_normalizer(lang: str, moses: str = "2019") -> Callable[[str], str]:
     r"""Moses ``normalize-punctuation.perl -l LANG`` of one line: sacremoses'
-    ``MosesPunctNormalizer`` with ``perl_parity=True`` (without it a lone ``’`` became
-    ``'``, not the script's ``"``: 1 German Multi30k training line) and with what still
-    differs from the script put right:
-
-    * the German-style quote rules (``,"`` -> ``",`` and ``."x`` -> ``".x``) apply to
-      every language but en, cs and cz, as in the script (sacremoses: de, es, fr only;
-      so Romanian missed them);
-    * the script reads each line with its newline, so ``(\.+)"(\s*[^<])`` also matches
-      a period before a line's closing quote: ``... tea ."`` becomes ``... tea ".``
-      (6 of the 29,000 German Multi30k training lines, 1 of the 1,014 validation lines).
-      The line is normalised with its newline here too;
-    * the script works on bytes, so ``\s`` and ``\d`` are ASCII;
-    * in the 2017 version ``‘`` and ``‚`` become ``"``.
-    """
+    ``MosesPunctNormalizer`` (``perl_parity=True``) with the rules where it still differs
+    from the script put right (docs/corpora.md, "Moses without Perl")."""
     from sacremoses import MosesPunctNormalizer
 
     _check_version(moses)
@@ -107,6 +89,7 @@ def punctuation_normalizer(lang: str, moses: str = "2019") -> Callable[[str], st
         rules[-1:-1] = normalizer.DE_ES_FR_QUOTATION_FOLLOWED_BY_COMMA  # before numbers
     if moses == "2017":
         rules = [(p, '"') if p in ("‘", "‚") else (p, r) for p, r in rules]
+    # (?a): ASCII \s and \d, as the script that reads bytes has them
     normalizer.substitutions = [("(?a)" + p, r) for p, r in rules]
 
     def normalize(line: str) -> str:
@@ -122,19 +105,9 @@ def normalize_punctuation(lines: Sequence[str], lang: str, moses: str = "2019",
 
 
 class PerlMosesTokenizer:
-    r"""Moses ``tokenizer.perl -l LANG [-a]`` of one line (escaping ``& | < > ' " [ ]``
-    as the script does): sacremoses' ``MosesTokenizer`` with what differs from the
-    script put right:
-
-    * since Moses 9fc964d (2018-11-07) the script splits the period off the line's last
-      token unconditionally ("unlikely to be a non-breaking prefix": ``in the u.s.a.``
-      -> ``in the u.s.a .``); sacremoses 0.2.0 still keeps it on a token with an inner
-      period or a non-breaking prefix (31 of the 13,500 lines of fairseq's IWSLT14 test
-      set). Not in the 2017 version;
-    * the 2017 version has no English non-breaking prefix ``Rs``;
-    * the script removes the ASCII controls ``\x1c``-``\x1f``; Python's ``\s`` counts
-      them as whitespace, so sacremoses made them spaces.
-    """
+    r"""Moses ``tokenizer.perl -l LANG [-a]`` of one line: sacremoses' ``MosesTokenizer``
+    with what differs from the script put right (docs/corpora.md, "Moses without Perl"):
+    the 2019 version splits off a line's final period, the 2017 one lacks English ``Rs``."""
 
     def __init__(self, lang: str, aggressive_dashes: bool = False, moses: str = "2019"):
         from sacremoses import MosesTokenizer

@@ -1,23 +1,12 @@
-"""Tokenise text the way a corpus was prepared: your system's detokenised output (or any
-text) through one language's side of a corpus recipe's text stage, so that it can be
-scored against the corpus's tokenised references (REP and DROP count words, and DROP's
-aligner knows the corpus's words only).
+"""Tokenise text the way a corpus was prepared, so that a system's detokenised output can
+be scored against the corpus's tokenised references.
 
     python -m sparse_attn_data.tokenize --like iwslt14_de_en --lang en hyp.detok.en hyp.tok.en
     python -m sparse_attn_data.tokenize --like data-bin/mine < hyp.txt > hyp.tok
 
-``--like`` names a corpus recipe (``iwslt14_de_en``, ``multi30k_de_en``, ...) or a folder a
-recipe or ``python -m sparse_attn_data.parallel`` prepared (its ``PREPARED.json`` says
-how). The steps are the recipe's own (:func:`sparse_attn_data.recipe.normalize`), in its
-order: Moses punctuation normalisation, non-printing characters, the corpus's own
-transforms (WMT16's Romanian), the Moses tokeniser of the recipe's version and options,
-lowercasing; a line of the recipe's raw text comes out as the same line of its tokenised
-text. Not the training split's cleaning (dropping pairs), nor subwords. ``--lang`` is one
-of the corpus's two languages, by default its target language (what a system writes).
-A corpus published tokenised (``kftt_ja_en``, ``iwslt15_en_vi``, or one prepared with
-``--no-tokenize``) has no tokenisation to repeat: it is refused.
-
-IN and OUT default to ``-``, standard input and output; OUT is written all-or-nothing.
+``--like`` is a recipe's name or a folder a recipe prepared; the steps are the recipe's own
+(:func:`sparse_attn_data.recipe.normalize`), without cleaning or subwords. IN and OUT
+default to ``-``; OUT is written all or nothing. docs/scoring.md, "Scoring your own output".
 """
 
 import argparse

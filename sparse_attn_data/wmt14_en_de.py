@@ -1,13 +1,7 @@
-"""WMT14 English-German, the standard setup of Vaswani et al. (2017) as fairseq prepares
-it: Europarl v7, Common Crawl and News Commentary v9 for training; Moses punctuation
-normalisation, non-printing characters removed, tokenisation with hyphens split
-(``-a``: ``@-@``), training pairs cleaned (1-250 tokens, ratio 1.5); newstest2013 for
-validation and newstest2014 (the full 3003-sentence version) for testing; joint BPE with
-40k merges and one joined dictionary (fairseq's ``--joined-dictionary``).
-
-``--valid newstest2012+newstest2013`` validates on both sets, one after the other (Xu et
-al. 2021, section 4.1); with ``--bpe-merges 32000 --max-train-subwords 256`` it is their
-recipe:
+"""WMT14 English-German, the standard setup of Vaswani et al. (2017) as fairseq prepares it,
+joint BPE with 40k merges and one joined dictionary; with ``--valid
+newstest2012+newstest2013 --bpe-merges 32000 --max-train-subwords 256`` the recipe of Xu
+et al. (2021, section 4.1). docs/corpora.md, "WMT14 English-German".
 
     python -m sparse_attn_data.wmt14_en_de [--bpe-merges 40000] [--valid SETS] [--workers 8]
 """

@@ -1,11 +1,7 @@
-"""WMT16 Romanian-English (Sennrich et al. 2016's preprocessing): Europarl v8 and SETimes2
-for training, newsdev2016 for validation, newstest2016 for testing. The Romanian side is
-normalised (cedilla letters to their comma-below forms) and its diacritics removed; both
-sides get Moses punctuation normalisation before that and tokenisation with hyphens split
-(``-a``) after it, in the order of Sennrich's ``preprocess.sh``;
-training pairs are cleaned to 1-80 tokens with Moses's default ratio 9, as Sennrich's
-``wmt16-scripts`` do (they also truecase, which the papers here do not mention and this
-recipe does not do). Joint BPE, 32k merges as in Malaviya et al. (2018).
+"""WMT16 Romanian-English with Sennrich et al. (2016)'s preprocessing (``wmt16-scripts``,
+without their truecasing): the Romanian side normalised and its diacritics removed,
+training pairs cleaned to 1-80 tokens with ratio 9, joint BPE with 32k merges as in
+Malaviya et al. (2018). docs/corpora.md, "WMT16 Romanian-English".
 
     python -m sparse_attn_data.wmt16_ro_en [--bpe-merges 32000] [--fertility]
 """
