@@ -1,24 +1,12 @@
 """The plugin's errors: one type per failure domain, each a :class:`SparseAttnError` whose
 message is one line saying what is wrong and where.
 
-Libraries raise them and a Python caller catches them like any exception. Command lines
-turn them into one line and exit status 1: ours through
-:class:`sparse_attn_plugin.command_line.CommandParser`, fairseq's (``fairseq-train``,
-``fairseq-generate``, ... with ``--user-dir sparse_attn_plugin``) through the hook
-:func:`one_line_errors_at_fairseq_cli` installs when such a command loads the plugin.
-
-The domains: :class:`SettingsError` (model and task flags, here); fertility files
-(``modules.fertility.FertilityError``); constrained bounds
-(``normalizers.constrained.InfeasibleBounds``); the word aligner
-(``evaluation.aligner.AlignerError``); checkpoints to read
-(``checkpoints.CheckpointError``); analysis inputs
-(``analysis.teacher_forced.AnalysisError``); unreadable text files
-(``files.InputError``); and in the tooling, ``sparse_attn_experiments.``: checkpoints to average
-(``checkpoint_averaging.AveragingError``), comparison corpora
-(``comparison.corpus.CorpusError``), reproduction configs and batches
-(``reproduction.config.ConfigError``, ``reproduction.batch.BatchError``);
-corpus preparation (``sparse_attn_data.steps.PrepError``: ``sparse_attn_data`` builds on
-the plugin).
+Libraries raise them; command lines print that line and exit with status 1 (ours through
+:class:`sparse_attn_plugin.command_line.CommandParser`, fairseq's through the hook
+:func:`one_line_errors_at_fairseq_cli` installs when such a command loads the plugin).
+:class:`SettingsError` (model and task flags) is here; every other domain's type (fertility
+files, constrained bounds, the aligner, checkpoints, corpus preparation, ...) is defined
+beside the code that raises it, in this package or the ones built on it.
 """
 
 import sys

@@ -5,19 +5,9 @@
     sparse-attn-align fertility --model aligner/ --src train.de --tgt train.en \\
         --out-fert train.fert --out-guided guided.tsv [--slack 0]
 
-Files hold one whitespace-tokenised sentence per line. ``align`` writes Pharaoh lines
-(``i-j``, source position i, target position j, 0-based). ``fertility`` writes, per
-sentence, one integer per source token (the number of target tokens aligned to it, plus
-``--slack``), and the GUIDED table (``word<TAB>fertility``: per source word type the
-largest fertility seen, at least 1, without slack). With a ``--sink`` model the sink is
-not written: fertility lines have exactly as many numbers as the source line has tokens,
-and target words the aligner gives to the sink count for no source word.
-
-Every input and output is checked first; on an error (missing, empty or non-UTF-8 file,
-line counts that differ, an unusable model, an output in a folder that does not exist,
-on a folder or on an input) one line goes to stderr, the exit status is 1 and no output
-is created. ``fertility`` writes its two outputs all or nothing: one that cannot be
-written leaves neither.
+Files hold one whitespace-tokenised sentence per line; ``align`` writes Pharaoh ``i-j``
+lines, ``fertility`` one count per source token and the GUIDED table. The formats, the sink
+and the checks: docs/scoring.md, "The word aligner".
 """
 
 import argparse

@@ -4,25 +4,10 @@
     aligner.save("aligner/")                                   # later: Aligner.load("aligner/")
     links = aligner.align("das haus", "the house", symmetrize="forward")  # {(0, 0), (1, 1)}
 
-The model is Dyer et al.'s (2013) fast_align as its own command runs with ``-d -o -v``:
-diagonal favouring with the tension re-estimated each iteration, variational Bayes
-(alpha 0.01) on the lexical table, NULL probability p0 = 0.08. sil-thot's
-``FastAlignModel`` does all of that by default and exposes only p0; we keep its defaults.
-
-Links are ``(i, j)`` pairs, ``i`` a source position and ``j`` a target position, both
-0-based (Pharaoh ``i-j``). Symmetrisations (``SYMMETRIZATIONS``):
-
-* ``forward``: the source-to-target model alone; each target word gets at most one link;
-* ``reverse``: the target-to-source model alone; each source word gets at most one link;
-* ``intersection``, ``union`` and ``grow-diag-final-and`` (Koehn et al. 2003) of the two.
-
-With ``sink=True`` the token ``<SINK>`` is appended to every source sentence, in training
-and when aligning (Malaviya et al. 2018 did this for their fertility and DROP numbers);
-callers never see it: ``align`` takes and returns real source positions only, and target
-words linked to the sink count as unaligned.
-
-Limits inherited from sil-thot: sentences longer than 1024 tokens are left out of training
-and get no links when aligned. A saved model also keeps a copy of its training text.
+Dyer et al.'s (2013) fast_align as ``fast_align -d -o -v`` runs it (sil-thot's
+``FastAlignModel`` defaults). Links are 0-based ``(source, target)`` positions; the
+symmetrisations (:data:`SYMMETRIZATIONS`), the sink and the limits: docs/scoring.md, "The
+word aligner".
 """
 
 import hashlib

@@ -1,38 +1,15 @@
 """METEOR through the Meteor 1.5 jar, one Java process for a whole corpus.
 
-Meteor 1.5 (Denkowski & Lavie 2014, "Meteor Universal: Language Specific Translation
-Evaluation for Any Target Language", WMT). Hypothesis words are aligned to reference words
-by the matchers (exact, stem, synonym, paraphrase), each match type i with weight w_i;
-content (c) and function (f) words are balanced by delta:
+Meteor 1.5 (Denkowski & Lavie 2014): hypothesis words matched to reference words by type i
+(exact, stem, synonym, paraphrase) with weight w_i, content (c) and function (f) words
+balanced by delta::
 
     P = sum_i w_i (delta m_i(h_c) + (1 - delta) m_i(h_f)) / (delta |h_c| + (1 - delta) |h_f|)
-    R = the same over the reference words
-    Fmean = P R / (alpha P + (1 - alpha) R)
-    Pen = gamma (chunks / matches) ** beta    (0 when all words match in a single chunk)
-    METEOR = (1 - Pen) Fmean
+    R = the same over the reference words,   Fmean = P R / (alpha P + (1 - alpha) R)
+    METEOR = (1 - gamma (chunks / matches) ** beta) Fmean   (no penalty for a single chunk)
 
-Corpus METEOR is NOT the mean of sentence scores: the jar adds up the per-sentence statistics
-(matches, lengths, chunks) and applies the formula once ("Final score"). It is not a plain
-element-wise sum either: a sentence whose words all match in one chunk adds no chunk
-(``MeteorStats.addStats``), so a perfect system scores 100 rather than being penalised for
-one chunk per sentence. We let the jar do this addition (see the protocol below).
-
-Settings (``LANGUAGE_PRESETS``; parameters alpha beta gamma delta are the jar's own):
-
-- ``en``: ``-l en -norm``: exact stem synonym paraphrase, weights 1.0 0.6 0.8 0.6,
-  parameters 0.85 0.2 0.6 0.75; ``-norm`` lowercases and tokenises punctuation.
-- ``de``: ``-l de -norm -m "exact stem" -w "1.0 0.8"``: parameters 0.95 1.0 0.55 0.55.
-  No German paraphrase table ships with pycocoevalcap (the jar's default German setting
-  wants ``data/paraphrase-de.gz`` and fails), so German uses exact and stem matches only.
-- ``other``: ``-l other -lower``: exact matches only, parameters 0.75 1.4 0.7 0.5; the text
-  is only lowercased, so give it tokenised text.
-
-Scores: the jar works in 0-1; ``MeteorResult`` reports them x100 (0-100, like BLEU).
-Protocol (``-stdio``): ``SCORE ||| ref ||| hyp`` answers one line of statistics;
-``EVAL ||| s_1 ||| ... ||| s_k`` answers k sentence scores and then the score of the added
-statistics (k + 1 lines; a single ``EVAL ||| s`` answers two equal lines). ``score`` sends all
-SCORE lines, then one EVAL line with all statistics: two round trips per call. ``|||``
-inside a text becomes ``| | |``, line breaks become spaces.
+The corpus score is the jar's "Final score" over the added sentence statistics, x100; the
+presets (:data:`LANGUAGE_PRESETS`) and the jar's parameters: docs/scoring.md, "METEOR".
 """
 
 import importlib.util
@@ -112,6 +89,9 @@ class Meteor:
             raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
         if not hypotheses:
             raise ValueError("no sentences to score")
+        # The jar's -stdio protocol: "SCORE ||| ref ||| hyp" answers one line of statistics;
+        # "EVAL ||| s_1 ||| ... ||| s_k" answers the k sentence scores, then the score of the
+        # added statistics (two equal lines for k = 1): two round trips per call.
         lines = [f"SCORE ||| {_clean(r)} ||| {_clean(h)}\n" for h, r in zip(hypotheses, references)]
         with self._lock:
             stats = self._exchange("".join(lines), len(lines), progress)

@@ -1,16 +1,14 @@
-"""REP: repeated bigrams a translation has and its reference does not
-(Malaviya et al. 2018, "Sparse and Constrained Attention for NMT", Table 1).
-
-Read as the paper's reference script computes it, on de-BPE'd whitespace tokens
-with case kept. Per sentence, with ``c_h`` and ``c_r`` the bigram counts of the
-hypothesis and the reference::
+"""REP: repeated bigrams a translation has and its reference does not (Malaviya et al.
+2018, "Sparse and Constrained Attention for NMT", Table 1), as their script computes it
+on de-BPE'd whitespace tokens with case kept. With ``c_h`` and ``c_r`` the bigram counts
+of the hypothesis and the reference, per sentence::
 
     a = sum over hypothesis bigrams g with c_h(g) >= 2 of  max(0, c_h(g) - c_r(g))
     b = sum over words w with c_h(w w) >= 1           of  max(0, c_h(w w) - c_r(w w))
     rep(sentence) = a + 2 b
 
-and the corpus score is ``100 * sum of rep(sentence) / number of reference tokens``.
-Lower is better; a hypothesis with no repeated bigram scores 0.
+and the corpus score is ``100 * sum of rep(sentence) / number of reference tokens``
+(lower is better).
 """
 
 from collections import Counter
