@@ -1,17 +1,13 @@
 """Attention over decoder steps with the cumulative attention ``beta`` as state.
 
 Constrained attention (Malaviya et al. 2018) bounds what each source token may still
-receive by its fertility ``f_j`` minus what it has received so far::
+receive by its fertility ``f`` minus what it has received so far::
 
-    u_t = max(0, f - beta_{t-1})                      (upper bounds, step t)
-    p_t = csparsemax(z_t + c u_t, u_t)                (or csoftmax; c: exhaustion)
-    beta_t = beta_{t-1} + p_t
+    u_t = max(0, f - beta_{t-1}),   p_t = csparsemax(z_t + c u_t, u_t),   beta_t = beta_{t-1} + p_t
 
-The exhaustion term ``c u_t`` (c = 0.2 in the paper) favours tokens with much fertility
-left. The sink token (fertility ``inf``) takes whatever mass the bounds refuse: its bound
-is 1 at every step (never binding, as weights are at most 1 - what the reference code
-does) and it gets no exhaustion bonus. Unconstrained normalisers ignore the bounds;
-their ``beta`` still feeds the coverage vector and the coverage penalty.
+(or csoftmax; the exhaustion term ``c u_t`` favours tokens with fertility left). The sink
+(fertility ``inf``) gets the never-binding bound 1 and no exhaustion bonus. Unconstrained
+normalisers ignore the bounds; their ``beta`` still feeds the coverage vector and penalty.
 """
 
 from typing import Tuple

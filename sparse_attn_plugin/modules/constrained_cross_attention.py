@@ -1,16 +1,13 @@
 """Transformer cross-attention with fertility-constrained normalisers (csoftmax, csparsemax).
 
-Malaviya et al. (2018) bound an LSTM's attention; here every head of a transformer's
-encoder-decoder attention keeps its own cumulative attention ``beta`` over decoder steps
-and is bounded by the source tokens' fertilities (see :mod:`.bounded_attention`)::
+Every head keeps its own cumulative attention ``beta`` over decoder steps, bounded by the
+source tokens' fertilities as in :mod:`.bounded_attention` (Malaviya et al. 2018)::
 
     p_{t,h} = csparsemax(z_{t,h} + c u_{t,h}, u_{t,h}),  u_{t,h} = max(0, f - beta_{t-1,h})
 
-In a full forward pass the T query steps are normalised one after another (the bounds
-of step t depend on steps 1..t-1); in incremental decoding ``beta`` lives under this
-module's own incremental-state key and is reordered with the beam (fairseq's
-cross-attention reorder returns early while the batch has not shrunk, so it would not).
-The fertilities come from the encoder output, bound by the decoder before each call.
+A full forward pass normalises the query steps one after another; incremental decoding
+keeps ``beta`` under this module's own incremental-state key and reorders it with the beam
+(fairseq's cross-attention reorder returns early while the batch has not shrunk).
 """
 
 from typing import Optional, Tuple

@@ -1,22 +1,10 @@
 """Where the fertilities that bound constrained attention come from (Malaviya et al. 2018).
 
-The fertility ``f_j`` of source token ``j`` is the total attention it may receive over
-all decoder steps. Three strategies, as in the paper:
-
-* ``constant``: ``f_j = value`` for every token (2 or 3 in the paper);
-* ``guided``: per source word type, the largest number of target words aligned to it in
-  the word-aligned training data (at least 1; unseen types 1), read from the table
-  ``sparse-attn-align fertility --out-guided`` writes;
-* ``predicted``: in training, the aligner's count for this very token (the per-token
-  files of ``--task sparse_translation``) clamped to the tagger's classes ``1..K``, plus
-  ``slack``; otherwise (validation, generation) the expected fertility under the
-  :class:`FertilityPredictor` tagger, plus ``slack``. Both are the same quantity: the
-  tagger is trained on exactly these clamped counts, so a tagger that predicts them
-  gives the bounds the model trained with. The reference code's default slack is 1 for
-  these and 0 for the others.
-
-The source's end-of-sentence token is given fertility :data:`EOS_FERTILITY` (it is a
-token the target's end aligns to; the reference had no source EOS). Padding gets 0.
+The fertility ``f_j`` of source token ``j`` is the total attention it may receive over all
+decoder steps: ``constant``, ``guided`` (the largest aligned count of its word type) or
+``predicted`` (in training the aligner's count clamped to the tagger's classes, otherwise
+the :class:`FertilityPredictor`'s expectation; both plus ``slack``). docs/methods.md,
+"Constrained attention with fertility".
 """
 
 import logging

@@ -1,20 +1,14 @@
 """The fertility predictor of Malaviya et al. (2018): a BiLSTM tagger over source tokens.
 
-For every source token ``x_j`` it predicts a distribution over fertilities ``k = 1..K``
-(how many target words align to the token). As in the authors' code, the aligner's counts
-(``sparse-attn-align fertility``) are clamped to at least 1 before the tagger sees them
-("minimum fertility is 1"), ``K = max(10, largest count in the training data)`` (set
-at start-up by ``--task sparse_translation``'s ``build_model``), and the loss is the
-negative log-likelihood with class weight 0.5 on fertility 1::
+For each source token it predicts a distribution over fertilities ``k = 1..K``, trained as
+in the authors' code on the aligner's counts clamped to at least 1, with class weight 0.5 on
+fertility 1; the bound at test time is its expectation plus a slack::
 
-    c_j = min(K, max(1, count_j))
-    L = sum_j w(c_j) (-log p(c_j | x, j)),   w(1) = 0.5, w(k) = 1 otherwise
+    c_j = min(K, max(1, count_j)),   L = sum_j w(c_j) (-log p(c_j | x, j)),   w(1) = 0.5
+    E[f_j] = sum_{k=1..K} k p(k | x, j)
 
-At test time the bound is the expected fertility ``E[f_j] = sum_{k=1..K} k p(k | x, j)``
-plus a slack, so a tagger that predicts ``c_j`` exactly gives the bound the translation
-model trained with, ``c_j`` plus the same slack (:class:`~.fertility.Fertility`). It has
-its own embeddings: nothing it computes feeds the translation model's gradient, and the
-translation loss never reaches it.
+``K = max(10, largest training count)``, set by ``--task sparse_translation``. It has its own
+embeddings: the translation loss never reaches it, nor it the translation model.
 """
 
 import torch

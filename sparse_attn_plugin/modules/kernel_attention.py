@@ -1,31 +1,19 @@
 """Multi-head attention as a kernel smoother with positional embeddings (PE) integrated
-into the kernel (Tsai et al. 2019, "Transformer Dissection").
-
-For each head, with ``f`` the layer's input (no PE added to it), ``t`` the sinusoidal
-embedding of a position and :mod:`~sparse_attn_plugin.normalizers.kernels` for the
-kernels::
+into the kernel (Tsai et al. 2019, "Transformer Dissection")::
 
     out(q) = sum_k  k(q, k) v(k) / sum_k' k(q, k'),   v(k) = (f_k [+ t_k]) W_v
 
-with ``k(q, k)`` by PE integration (``kern`` is the chosen ``--kernel`` on
-``x = . W_q`` and ``. W_k``, ``W_k = W_q`` when symmetric):
+with ``f`` the layer's input, ``t`` a position's sinusoidal embedding, ``kern`` the chosen
+kernel (:mod:`~sparse_attn_plugin.normalizers.kernels`) on ``x = f W_q`` and ``f W_k``, and
+``k(q, k)`` by PE integration::
 
-* ``direct_sum``   ``kern(f_q + t_q, f_k + t_k)`` at this site (with the exponential
-  kernel and value PE, scaled dot-product attention on ``f + t``; Vaswani et al. add
-  ``t`` once, to the embeddings, and use ``none`` at every site: the model's
-  ``direct_sum_input``);
-* ``lookup``       ``kern(f_q, f_k) exp(<x_q, a_{clip(t_q - t_k)}>)`` (Shaw et al.);
-* ``product_xl``   ``kern(f_q, f_k) exp(<x_q W_R, r(t_q - t_k)>)`` (Transformer-XL);
-* ``product_sym``  ``kern(f_q, f_k) exp(<t_q W_T, t_k W_T> / sqrt(d))`` with a symmetric
-  feature kernel (``W_q = W_k``, the paper's proposal: one matrix fewer than
-  ``product_xl``);
-* ``none``         ``kern(f_q, f_k)``: no positional information at this site.
+    direct_sum   kern(f_q + t_q, f_k + t_k)
+    lookup       kern(f_q, f_k) exp(<x_q, a_{clip(t_q - t_k)}>)       (Shaw et al. 2018)
+    product_xl   kern(f_q, f_k) exp(<x_q W_R, r(t_q - t_k)>)          (Transformer-XL)
+    product_sym  kern(f_q, f_k) exp(<t_q W_T, t_k W_T> / sqrt(d))     (W_q = W_k)
+    none         kern(f_q, f_k)
 
-Positions are those of the tokens, not of the padded columns: keys count their
-unpadded predecessors (left- or right-padded batches alike), queries of a
-self-attention are the keys themselves, and a decoding step knows its index from the
-incremental state, which also caches the projected keys, values and key positions of
-earlier steps (reordered with the beams).
+Positions count each row's tokens, not padded columns; docs/methods.md, "Kernel attention".
 """
 
 import math

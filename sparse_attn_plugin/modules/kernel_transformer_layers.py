@@ -1,11 +1,9 @@
 """Transformer encoder and decoder whose attention is a kernel smoother with positional
 information inside the kernel (:class:`KernelMultiheadAttention`, Tsai et al. 2019).
 
-Each attention site in ``kernel_pe_sites`` integrates positions its own way
-(``pe_integration``), the others see none. The model adds positions to the token
-embeddings only with ``direct_sum_input``, and then no site integrates them (see
-:mod:`sparse_attn_plugin.models.kernel_transformer`). Everything else (layer norms,
-feed-forward blocks, incremental decoding) is fairseq's transformer.
+Each site in ``kernel_pe_sites`` integrates positions its own way (``pe_integration``), the
+others see none; with ``direct_sum_input`` the model adds them to the token embeddings
+instead. Everything else (layer norms, feed-forward blocks, decoding) is fairseq's.
 """
 
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase

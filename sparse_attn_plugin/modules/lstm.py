@@ -1,25 +1,15 @@
 """BiLSTM encoder and input-feeding LSTM decoder with bounded attention (Malaviya et al. 2018).
 
-The OpenNMT model the paper used (Luong et al. 2015): a bidirectional LSTM encoder whose
-two directions are concatenated, an LSTM decoder fed at each step with its previous
-attentional vector, and the bilinear ("general") score::
+The OpenNMT model the paper used (Luong et al. 2015), with the bilinear ("general") score
+and the coverage vector of Tu et al. (2016)::
 
-    z_tj = s_t^T W h_j  [+ beta_{t-1,j} s_t^T v]          (coverage vector, Tu et al. 2016)
-    p_t = normaliser(z_t [+ c u_t], u_t)                   (see bounded_attention)
-    s~_t = tanh(W_c [sum_j p_tj h_j; s_t])                 (attentional vector, fed back)
+    z_tj = s_t^T (W h_j + v beta_{t-1,j})          (coverage "paper": the paper's text)
+    z_tj = (W^T s_t + v beta_{t-1,j})^T h_j        (coverage "reference": the authors' code)
+    p_t = normaliser(z_t [+ c u_t], u_t)           (see bounded_attention)
+    s~_t = tanh(W_c [sum_j p_tj h_j; s_t])         (attentional vector, fed back)
 
-The coverage vector has two forms: ``paper``, the equation of the paper's text
-(``z_tj = s_t^T (W h_j + v beta_{t-1,j})``, ``v`` of the decoder's size, initialised to 0),
-and ``reference``, what the authors' OpenNMT code computes and the published numbers come
-from, the coverage term dotted with the encoder state::
-
-    z_tj = (W^T s_t + v beta_{t-1,j})^T h_j = s_t^T W h_j + beta_{t-1,j} v^T h_j
-
-with ``v`` of the encoder's size, initialised uniform in [-0.1, 0.1].
-
-The optional sink is a learned embedding inserted after each sentence's last token and
-read by the BiLSTM like a word, as the paper's ``<SINK>`` token is. The decoder keeps
-``beta`` (cumulative attention) in its incremental state, reordered with the rest.
+The optional sink is a learned embedding read by the BiLSTM after each sentence's last
+token, like the paper's ``<SINK>`` word; docs/methods.md, "Constrained attention".
 """
 
 from typing import Dict, List, Optional

@@ -1,19 +1,11 @@
 """fairseq multi-head attention whose softmax is replaced by any normaliser.
 
-fairseq's :class:`~fairseq.modules.MultiheadAttention` hands the whole computation
-to ``F.multi_head_attention_forward`` whenever there is no incremental state and
-keys are not static (encoder self-attention always, decoder self-attention in
-training). That fast path has softmax built in, so a subclass that only swapped
-the softmax would silently train with softmax. This module forces fairseq's own
-path (``skip_embed_dim_check``), asks it for the masked scores
-(``before_softmax=True``) and finishes the attention with its normaliser::
+fairseq's fast path (``F.multi_head_attention_forward``, taken without incremental state
+and static keys) has softmax built in, so this module forces fairseq's own path
+(``skip_embed_dim_check``), asks it for the masked scores (``before_softmax=True``) and
+finishes with the normaliser's ``attend`` (hard retrieval gathers rows)::
 
     out = W_o concat_h( normalise(q_h k_h^T / sqrt(d), masks) v_h )
-
-(the normaliser's ``attend`` forms the weighted sum; hard retrieval gathers rows).
-
-Incremental decoding and beam-search reordering are fairseq's own: the scores it
-returns already include the cached keys of earlier steps.
 """
 
 from typing import Dict, Optional, Tuple

@@ -1,20 +1,11 @@
 """Source positions as the attention sees them: real tokens, then the sink, then padding.
 
-fairseq pads source sentences on the left by default, and its batches are sorted
-only approximately, so "the last position" differs from row to row. Malaviya et al.
-(2018) append a ``<SINK>`` token, with unbounded fertility, to every source sentence;
-their reference code put it in the last padded column, which is wrong for every row
-shorter than the longest. :class:`SourceLayout` places it right after each row's last
-real token and keeps the two layouts in step:
-
-* :meth:`SourceLayout.to_model` moves per-position tensors (embeddings, encoder
-  states, fertilities) from the batch's layout to the model's, inserting the sink;
-* :meth:`SourceLayout.to_source` moves attention weights back, dropping the sink, so
-  fairseq's generator (which sizes attention by ``src_tokens``) and alignment printing
-  see one weight per source token in the original columns.
-
-The model's layout is right-padded (what packed LSTMs need, and harmless for attention,
-which does not depend on key order).
+Malaviya et al.'s (2018) code put the ``<SINK>`` token in the last padded column, wrong for
+every row shorter than the longest (fairseq pads on the left, and sorts batches only
+approximately). :class:`SourceLayout` places it right after each row's last real token in a
+right-padded layout (as packed LSTMs need): :meth:`SourceLayout.to_model` moves per-position
+tensors there, inserting the sink, and :meth:`SourceLayout.to_source` moves attention
+weights back to the batch's columns, without it, as fairseq's generator expects.
 """
 
 from typing import Optional

@@ -1,14 +1,10 @@
-"""Transformer encoder/decoder whose three attention sites use chosen normalisers.
+"""Transformer encoder/decoder whose three attention sites use chosen normalisers
+(:mod:`sparse_attn_plugin.sites` decides which); the rest is fairseq's transformer, so
+parameter names and checkpoints are unchanged.
 
-Which normaliser each site gets, and with what options, is :mod:`sparse_attn_plugin.sites`'
-decision. Everything else is
-fairseq's transformer, so parameter names (and checkpoints) are unchanged.
-
-With a constrained cross-attention (``csoftmax``, ``csparsemax``) the encoder also
-returns the source tokens' fertilities, and with ``sink_token`` a learned sink state
-after each sentence's last token (the transformer's counterpart of the ``<SINK>`` word
-of Malaviya et al. 2018: the attention can park mass there); the decoder hands the
-fertilities to its cross-attention and returns attention over the batch's own columns.
+With a constrained cross-attention the encoder also returns the source tokens'
+fertilities and, with ``sink_token``, a learned sink state after each sentence's last token
+(Malaviya et al. 2018's ``<SINK>``); the decoder returns attention over the batch's columns.
 """
 
 from typing import Optional

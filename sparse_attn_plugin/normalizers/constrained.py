@@ -1,77 +1,14 @@
 """Constrained softmax and constrained sparsemax: attention with upper bounds.
 
-Malaviya, Ferreira & Martins (2018), "Sparse and Constrained Attention for Neural
-Machine Translation", bound the attention each source word may receive. Given scores
-``z`` and upper bounds ``u >= 0`` over the keys (last dimension)::
+Malaviya, Ferreira & Martins (2018) bound the attention each source word may receive. With
+scores ``z`` and bounds ``u >= 0`` over the keys (last dimension)::
 
-    csoftmax(z; u)   = argmin_{p in simplex, p <= u} KL(p || softmax(z))
-                     : p_i = min(u_i, c exp(z_i)),        c > 0 such that sum p = 1
-    csparsemax(z; u) = argmin_{p in simplex, p <= u} ||p - z||^2
-                     : p_j = max(0, min(u_j, z_j - tau)), tau such that sum p = 1
+    csoftmax(z; u)   = argmin_{p in simplex, p <= u} KL(p || softmax(z))   (Martins & Kreutzer 2017)
+    csparsemax(z; u) = argmin_{p in simplex, p <= u} ||p - z||^2           (Malaviya et al. 2018)
 
-(csoftmax is Martins & Kreutzer 2017; csparsemax is new in Malaviya et al. 2018).
-csoftmax is dense below its bounds; csparsemax can also give exact zeros. Both are
-invariant to adding a constant to a row's scores: each row's maximum over its unmasked
-keys is taken out first, so the error does not grow with the scores' size.
-
-Algorithms (vectorised, no loop over rows):
-
-* csoftmax: the saturated set ``S = {i: p_i = u_i}`` is a prefix of the keys sorted by
-  ``z_i - log u_i`` descending. One sort, a prefix sum of ``u`` and a suffix
-  log-sum-exp ``L_i`` of ``z`` find the longest prefix of keys whose share
-  ``(1 - sum of u before it) exp(z_i - L_i)`` reaches ``u_i`` (compared in log space,
-  ``z_i - L_i`` first, so that neither an underflowing ``exp`` nor a large ``z_i``
-  hides ``log u_i``); then the free keys get
-  ``p_i = (1 - sum_S u) softmax(z over the free keys)_i``.
-* csparsemax: ``sum_j clip(z_j - tau, 0, u_j)`` is piecewise linear in tau with
-  breakpoints ``z_j`` and ``z_j - u_j``. One sort of the ``2n`` breakpoints and a
-  prefix sum of slope x gap (the gap between a key's two breakpoints is ``u_j`` itself,
-  not a difference of large numbers) give its value at each breakpoint, hence the
-  breakpoints above tau: the free set ``A = {0 < p < u}`` (one of the key's two
-  breakpoints above tau) and upper set ``R = {p = u}`` (both).
-  tau is solved on them relative to the top free score ``r``:
-  ``tau - r = (sum_A (z - r) + sum_R u - 1) / |A|``.
-
-Gradients (closed form, for both ``z`` and ``u``; ``g`` is the upstream gradient):
-
-* csoftmax, with ``s = sum_S u`` and ``m = sum_{i not in S} p_i g_i / (1 - s)``:
-  ``dz_i = [i not in S] p_i (g_i - m)``, ``du_i = [i in S] (g_i - m)``;
-* csparsemax, with ``m = mean_{j in A} g_j``:
-  ``dz_j = [j in A] (g_j - m)``, ``du_j = [j in R] (g_j - m)``;
-
-with ``m = 0`` when there is no free key. The backward passes are written in torch
-operations on the saved weights ``p`` and on ``g``, so they are differentiable again:
-second derivatives (double backward, ``torch.autograd.functional.jvp``/``hvp``) are
-exact away from the kinks where a key changes set (csparsemax, piecewise linear, has
-second derivative 0 there).
-
-Special inputs, row by row (a row is the keys of one query):
-
-* a masked key (score ``-inf``) gets weight 0 and gradient 0 whatever its bound (a
-  NaN or negative bound on it is ignored); a row whose keys are all masked gets all-zero
-  weights and zero gradients;
-* a bound of 0 gives weight 0; a bound of ``+inf`` (the ``<SINK>`` token, unbounded
-  fertility) is never reached and gets gradient 0;
-* a NaN or ``+inf`` score, or a NaN or negative (``-inf`` too) bound on an unmasked key,
-  makes the whole row NaN, weights and gradients (as ``torch.softmax`` does for
-  non-finite scores, so fp16 loss scalers see it); other rows are unaffected;
-* scores must be floating point (else TypeError); the weights have the scores' dtype,
-  except that half precision is computed in float32 and returned in float32, as
-  :func:`.base.guarded` does (the bounds are cast to it); an empty last dimension gives an
-  empty result.
-
-Feasibility: weights ``0 <= p <= u`` summing to 1 exist iff the bounds are
-non-negative and sum to at least 1 over the unmasked keys. With ``check=True`` a row
-with a NaN or negative bound on an unmasked key, or whose bounds sum to less than 1,
-raises :class:`InfeasibleBounds` (the check reads a value back, which stalls a GPU
-stream). Without it, a row whose bounds sum to 1 or less is clamped: every key is
-saturated, so the weights equal the bounds and sum to at most 1, with gradients from the
-formulas above (``dz = 0``, ``du = g``).
-
-The bounds are computed by the caller, not here: at decoder step t they are
-``u_t = max(0, f - beta_{t-1})`` for fertilities ``f`` and cumulative attention
-``beta_{t-1} = sum_{t' < t} p_{t'}``; a sink key with ``f = +inf`` keeps every step
-feasible.
+Both are solved for all rows at once by one sort, with closed-form gradients for ``z`` and
+``u`` that are differentiable again; the algorithms, gradients and special inputs:
+docs/methods.md, "Constrained softmax and sparsemax", and docs/library.md's contract.
 """
 
 import math
@@ -167,7 +104,7 @@ def _zero_beside(keep: Tensor, values: Tensor, probs: Tensor) -> Tensor:
 
 
 def _solve_csoftmax(scores: Tensor, upper: Tensor):
-    """Weights (NaN rows as the module docstring says) and saturated set of csoftmax."""
+    """Weights (NaN in the rows :func:`_rows` finds broken) and saturated set of csoftmax."""
     valid, upper, z, broken = _rows(scores, upper)
     log_u = torch.log(upper)
     # Saturation order: z - log u descending; +inf for u = 0, -inf (never saturated)
@@ -199,7 +136,7 @@ def _solve_csoftmax(scores: Tensor, upper: Tensor):
 
 
 def _solve_csparsemax(scores: Tensor, upper: Tensor):
-    """Weights (NaN rows as the module docstring says), free set and upper set of
+    """Weights (NaN in the rows :func:`_rows` finds broken), free set and upper set of
     csparsemax."""
     valid, upper, z, broken = _rows(scores, upper)
     bounded = torch.isfinite(upper)
@@ -290,8 +227,7 @@ def _normalize(function, name: str, scores: Tensor, upper: Tensor, check: bool) 
 
 def csoftmax(scores: Tensor, upper: Tensor, check: bool = False) -> Tensor:
     """Constrained softmax over the last dimension (Martins & Kreutzer 2017):
-    ``argmin_{p in simplex, p <= u} KL(p || softmax(z))``, i.e.
-    ``p_i = min(u_i, c exp(z_i))``.
+    ``argmin_{p in simplex, p <= u} KL(p || softmax(z))``, i.e. ``p_i = min(u_i, c exp(z_i))``.
 
     Args:
         scores: ``(..., S)``, floating point, ``-inf`` on masked keys.
@@ -299,10 +235,8 @@ def csoftmax(scores: Tensor, upper: Tensor, check: bool = False) -> Tensor:
         check: raise :class:`InfeasibleBounds` on a row whose bounds are NaN or negative
             on an unmasked key, or sum to < 1.
 
-    Returns:
-        Weights of the broadcast shape in the scores' dtype (float32 for half precision);
-        NaN rows where a score is NaN or +inf or a bound is NaN or negative (see the
-        module docstring).
+    Returns weights of the broadcast shape in the scores' dtype (float32 for half
+    precision); NaN rows where a score is NaN or +inf or a bound is NaN or negative.
     """
     return _normalize(_CSoftmax, "csoftmax", scores, upper, check)
 
@@ -322,8 +256,7 @@ class ConstrainedNormalizer(nn.Module, ABC):
 
     Args:
         check: raise :class:`InfeasibleBounds` when a row's bounds sum to < 1
-            (costs a device-to-host read); otherwise such rows are clamped to the
-            bounds (see the module docstring).
+            (costs a device-to-host read); otherwise such rows get the bounds as weights.
     """
 
     def __init__(self, check: bool = False):

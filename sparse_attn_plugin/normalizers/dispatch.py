@@ -1,29 +1,12 @@
-"""Which implementation of a normaliser runs: a fixed rule of ``--attn-impl`` and the
-scores' device and size. Nothing is timed and nothing is compiled unless asked.
+"""Which implementation of a normaliser runs: a fixed rule of ``--attn-impl`` (:data:`IMPLS`)
+and the scores' device and size. Nothing is timed and nothing is compiled unless asked.
 
-A normaliser may have several exact implementations (sparsemax and 1.5-entmax: the entmax
-package's sort or the safeguarded Newton solver of :mod:`.entmax_newton`), run eagerly,
-fused by ``torch.compile`` (:mod:`.compiled`) or as Triton kernels (:mod:`.fused_triton`).
-All agree to rounding, so the choice changes speed, not results. ``--attn-impl``
-(:data:`IMPLS`) picks:
-
-* ``torch``: eagerly, by the algorithm that is faster for scores of that device and size
-  (:func:`sort_or_newton`), a rule fixed by measurement;
-* ``compiled``: the kernels fused by ``torch.compile``, compiled on first use;
-* ``triton``: the Triton kernels, on a CUDA device;
-* ``auto``, the default: ``triton`` for scores on a CUDA device where Triton is installed
-  and the rows fit its kernels (at most ``MAX_COLS`` keys), ``torch`` elsewhere.
-
-Why ``auto`` is a rule and not a race: on a GPU the Triton kernels run near softmax's
-speed, and ``torch.compile``'s kernels, faster than the eager ones on a CPU in a long
-training, pay a compilation for every kind of input that a decode never earns back.
-Choosing by timing in the middle of a run, as this module once did, made the default
-decode several times slower than any explicit choice (the figures: docs/methods.md,
-"How they are computed", and docs/gpus.md).
-
-A Triton kernel that cannot run on this machine under ``auto`` (a GPU too old for Triton,
-no C compiler for its launcher) is left out for the rest of the process with one warning,
-and the eager implementation runs instead; under ``--attn-impl triton`` the error stands.
+``torch`` runs eagerly, by the algorithm measured faster for that device and size
+(:func:`sort_or_newton`); ``compiled`` fuses with ``torch.compile``; ``triton`` runs
+:mod:`.fused_triton` on a CUDA device; ``auto`` is ``triton`` where it can run and the rows
+fit (``MAX_COLS``), ``torch`` elsewhere, and falls back to ``torch`` with one warning where a
+Triton kernel fails to run. Why a rule and not a race: docs/methods.md, "How they are
+computed".
 """
 
 import logging

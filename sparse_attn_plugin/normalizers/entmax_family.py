@@ -1,21 +1,13 @@
 """Sparsemax, 1.5-entmax and learned alpha-entmax attention.
 
-alpha-entmax (Peters et al. 2019; Correia et al. 2019, "Adaptively Sparse
-Transformers") is::
+alpha-entmax (Peters et al. 2019; Correia et al. 2019, "Adaptively Sparse Transformers")::
 
     entmax_alpha(s) = argmax_{p in simplex} p.s + H^T_alpha(p),
-    H^T_alpha(p) = sum_j (p_j - p_j^alpha) / (alpha (alpha - 1)),
+    H^T_alpha(p) = sum_j (p_j - p_j^alpha) / (alpha (alpha - 1))
 
-whose solution is ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` with
-``tau`` chosen so that p sums to one. alpha -> 1 gives softmax, alpha = 2 gives
-sparsemax (Martins & Astudillo 2016), and every alpha > 1 can give exact zeros.
-
-Sparsemax and 1.5-entmax are computed exactly by the ``entmax`` package's sort-based
-algorithms or the safeguarded Newton solver of :mod:`.entmax_newton` (eager, compiled, or
-as the Triton kernels of :mod:`.fused_triton` on a GPU), as :mod:`.dispatch` picks them.
-Learned alpha uses that solver, which also gives the gradient with respect to alpha in
-closed form. All run in float32 or float64 (the base class upcasts half precision, where
-the threshold is too coarse).
+alpha -> 1 gives softmax, alpha = 2 sparsemax (Martins & Astudillo 2016), and every alpha > 1
+can give exact zeros. They are computed exactly, by the ``entmax`` package's sorts or the
+Newton solver of :mod:`.entmax_newton` as :mod:`.dispatch` picks; half precision in float32.
 """
 
 import math
@@ -145,22 +137,16 @@ class Entmax15(Normalizer):
 
 
 class EntmaxAlpha(Normalizer):
-    """alpha-entmax with one learned alpha per head (Correia et al. 2019).
-
-    ``alpha_h = clamp(1 + sigmoid(z_h), 1.01, 2)`` is recomputed from the
-    unconstrained parameter ``z`` at every forward, so no optimiser step can move
-    alpha out of its range (storing alpha itself as the parameter lets it escape).
-
-    ``z`` stays float32 when the model is cast to half precision (fairseq's trainer
-    calls ``model.half()`` under ``--fp16``, ``.to(torch.bfloat16)`` under ``--bf16``):
-    in float16 alpha would move in steps of about 1e-3 (2-10% of ``alpha - 1`` near
-    1.01-1.05) and its gradient, which grows like ``1 / (alpha - 1)^2``, would be rounded
-    to float16. Casts to float64 and moves between devices apply as usual.
+    """alpha-entmax with one learned alpha per head (Correia et al. 2019): ``alpha_h =
+    clamp(1 + sigmoid(z_h), 1.01, 2)``, recomputed from the unconstrained parameter ``z`` at
+    every forward, so no optimiser step moves alpha out of its range. ``z`` stays float32
+    under half-precision casts (``--fp16``, ``--bf16``; float64 casts apply): in float16
+    alpha would move in steps of about 1e-3 and its gradient, growing like
+    ``1 / (alpha - 1)^2``, would be rounded.
 
     Args:
         num_heads: attention heads of the module this normaliser serves.
-        alpha_init: initial alpha of every head, in [1.01, 2), or :data:`RANDOM_INIT`
-            for ``z_h ~ N(0, 1)``, one draw per head.
+        alpha_init: every head's first alpha, in [1.01, 2), or :data:`RANDOM_INIT` (z ~ N(0, 1)).
         n_iter: iteration cap of the Newton solver, which stops on convergence.
         impl: ``--attn-impl`` (:data:`~.dispatch.IMPLS`).
     """

@@ -1,18 +1,14 @@
 """Closed-form gradients of alpha-entmax from its weights, and the autograd Function that
 pairs any of its solvers (sort, Newton, compiled, Triton) with them.
 
-With ``p = entmax_alpha(s)``, ``g = p^(2 - alpha)`` (zero off the support), ``G = sum g``,
-``g_hat = g / G`` and ``H = sum_j p_j log p_j`` (Peters et al. 2019; Correia et al. 2019,
-"Adaptively Sparse Transformers", appendix)::
+With ``g = p^(2 - alpha)`` (zero off the support), ``G = sum g``, ``g_hat = g / G``,
+``H = sum_j p_j log p_j`` and ``r = 1 / (alpha - 1)`` (Peters et al. 2019; Correia et al.
+2019, appendix)::
 
     ds     = g * dp - g * sum(g * dp) / G
-    dalpha = r^2 sum_j dp_j (p_j - g_hat_j) - r sum_j dp_j (p_j log p_j - g_hat_j H),
+    dalpha = r^2 sum_j dp_j (p_j - g_hat_j) - r sum_j dp_j (p_j log p_j - g_hat_j H)
 
-``r = 1 / (alpha - 1)``. Both are functions of the weights alone, so the solver's steps
-need no graph. Written with torch operations on the saved weights (an output of the
-Function) and on ``dp``, the backward is itself differentiable: under ``create_graph=True``
-it runs eagerly, and autograd gives exact second derivatives (Hessian-vector products,
-forward-mode through double backward) wherever the support does not change.
+Written in torch operations on the saved weights, so the backward is itself differentiable.
 """
 
 from typing import Callable, Optional, Union

@@ -1,34 +1,13 @@
 """alpha-entmax with its threshold found by a safeguarded Newton solver.
 
-alpha-entmax (Peters et al. 2019, "Sparse Sequence-to-Sequence Models") is::
+alpha-entmax (Peters et al. 2019, "Sparse Sequence-to-Sequence Models")::
 
-    p_j = [(alpha - 1) s_j - tau]_+ ^ r,   r = 1 / (alpha - 1),   tau such that sum_j p_j = 1.
+    p_j = [(alpha - 1) s_j - tau]_+ ^ r,   r = 1 / (alpha - 1),   tau such that sum_j p_j = 1
 
-With ``x = (alpha - 1)(s - max s)`` (so the largest ``x`` is 0) and ``u = (x - tau)_+``,
-``tau`` is the root of::
-
-    h(tau) = ||u||_r - 1 = (sum_j u_j^r)^(1/r) - 1,
-
-which lies in the bracket ``[-1, 0]`` (``h(-1) >= 0``: the largest term is 1; ``h(0) = -1``).
-``h`` is convex and decreasing there (an r-norm, r >= 1, of the convex decreasing ``u``),
-so Newton steps from the left end never pass the root and approach it monotonically:
-
-    tau <- tau + (||u||_r - 1) ||u||_r^(r-1) / sum_j u_j^(r-1).
-
-Unlike ``sum_j u_j^r - 1``, on which Newton creeps near alpha = 1 (for r = 100 each step
-shrinks ``u`` by only about 1/r), the norm is homogeneous of degree one: exactly linear
-while the support does not change for sparsemax (r = 1, where Newton is exact after
-finitely many steps) and nearly linear otherwise, so 3-6 steps reach float32 precision
-where bisection needs 25. Every step is kept inside the bracket, which shrinks with
-each evaluation of ``h``; a step that rounding would push out of it is replaced by a
-halving. The loop stops when ``|h| <= tol`` in every row, or when no row moves.
-The weights are then ``u^r`` divided by their sum, exact on the support found.
-
-The weights' gradients, in closed form from the weights alone, are :mod:`.entmax_grad`'s.
-
-Special rows: a row with every entry ``-inf`` (every key masked) gets all-zero weights and
-zero gradient; a row with a NaN or ``+inf`` gets NaN weights, as ``torch.softmax`` does.
-In float64 one more Newton step after convergence brings the weights to rounding (1e-16).
+``tau`` is the root of ``||(x - tau)_+||_r - 1`` with ``x = (alpha - 1)(s - max s)``, found
+by Newton steps kept inside the shrinking bracket ``[-1, 0]`` (docs/methods.md, "alpha-entmax:
+the safeguarded Newton solver"); the gradients are :mod:`.entmax_grad`'s. A row with every
+entry ``-inf`` gets zero weights and gradient; one with a NaN or ``+inf``, NaN weights.
 """
 
 import math

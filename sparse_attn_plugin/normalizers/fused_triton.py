@@ -1,30 +1,11 @@
-"""Triton kernels for alpha-entmax (sparsemax and 1.5-entmax included) and top-k attention.
+"""Triton kernels for alpha-entmax (sparsemax and 1.5-entmax included) and top-k attention
+(Zhao et al. 2019), with their closed-form backward passes.
 
 One program normalises a block of rows held whole in registers, so each kernel reads the
-scores once and writes the weights once, as softmax's does:
-
-* alpha-entmax: ``x = (alpha - 1)(s - max s)`` and the safeguarded Newton solver of
-  :mod:`.entmax_newton` on ``||(x - tau)_+||_r = 1`` (``r = 1 / (alpha - 1)``), its steps
-  kept inside the shrinking bracket ``[-1, 0]``, run until no row of the block moves or
-  ``max_iter`` steps (in float64 one more, to rounding); then ``p = u^r / sum u^r`` with
-  ``u = (x - tau)_+``. ``alpha`` is
-  one number per row (per head for learned alpha-entmax), and sparsemax (``r = 1``) and
-  1.5-entmax (``r = 2``) have their own cases without a general power.
-* top-k (Zhao et al. 2019): the k-th largest score counted with repeats, as the largest
-  ``t`` with ``#{j: s_j >= t} >= k``, by at most k row maxima over the scores below the
-  last ``t``; then softmax over the scores ``>= t`` (ties at ``t`` all kept, as in
-  :mod:`.topk`).
-
-The backward kernel gives the closed-form gradients from the weights alone (Peters et al.
-2019; Correia et al. 2019): with ``g = p^(2 - alpha)``, ``ds = g dp - g sum(g dp) / sum g``,
-and the per-row ``dalpha`` of :mod:`.entmax_newton`; softmax's (``g = p``) for top-k.
-
-Kernels are defined on first use, so ``TRITON_INTERPRET=1`` set by then runs them on CPU
-tensors under Triton's interpreter (how the tests check them against the eager code);
-otherwise they need a CUDA device. The adasplash package's ``triton_entmax`` was not
-used: it takes one alpha for the whole tensor, runs a fixed number of Halley steps with no
-tolerance, clamps ``x - tau`` at 1e-6 (inexact near the threshold), leaves ``p``
-unnormalised and has no gradient for alpha.
+scores once and writes the weights once, as softmax's does: the safeguarded Newton solver
+of :mod:`.entmax_newton` with one alpha per row, and top-k's threshold with ties counted.
+Defined on first use, so ``TRITON_INTERPRET=1`` runs them on CPU tensors; docs/methods.md,
+"The Triton kernels".
 """
 
 import functools

@@ -1,23 +1,14 @@
 """Hard retrieval attention (Xu et al. 2021, "Learning Hard Retrieval Decoder
 Attention for Transformers").
 
-Every head of every query attends to exactly one key and returns that key's value
-row, so the weighted sum ``P V`` becomes a gather::
+Every head of every query attends to exactly one key and returns that key's value row,
+with a straight-through backward pass::
 
     training:   P = dropout(softmax(s)),   i ~ Categorical(P),   out = V[i]
     inference:  i = argmax_j s_j,                                out = V[i]
+    backward:   dP = dOut V^T,   dV[k] = sum of dOut[j] over the queries j with i_j = k
 
-At inference neither the softmax nor the ``1/sqrt(d)`` scaling changes the argmax,
-so none is computed. The training backward pass is straight-through, as if the
-output were ``P V``, except that values get gradient only where they were used::
-
-    dP = dOut V^T,        dV[k] = sum of dOut[j] over the queries j with i_j = k
-
-Dropout acts on ``P`` before sampling, as in the authors' code; a row that dropout
-empties is sampled uniformly over its unmasked keys (an epsilon of
-:data:`SAMPLING_EPS` is added to every unmasked key, which moves no probability by
-more than ``S * SAMPLING_EPS``). Masked keys are never sampled nor picked, except
-in a row whose keys are all masked, whose output is zero.
+Masked keys are never sampled nor picked; docs/methods.md, "Hard retrieval".
 """
 
 from typing import Callable, Optional, Sequence, Tuple

@@ -1,35 +1,13 @@
-"""Attention as a kernel smoother (Tsai et al. 2019, "Transformer Dissection").
-
-The output for query ``q`` is a weighted average of the values, the weights being a kernel
-between the query and each key, normalised over the keys the mask lets through::
+"""Attention as a kernel smoother (Tsai et al. 2019, "Transformer Dissection")::
 
     out(q) = sum_k  k(q, k) v(k) / sum_k' k(q, k')
 
-with ``x_q = f_q W_q`` and ``x_k = f_k W_k`` (``W_q = W_k`` for a symmetric kernel) and
-``d`` the head dimension:
-
-* linear       ``k = <x_q, x_k>``               (can be negative; did not converge in the paper)
-* polynomial   ``k = <x_q, x_k>^2``             (non-negative, can be zero for every key)
-* exponential  ``k = exp(<x_q, x_k> / sqrt(d))`` (the smoother is the softmax attention)
-* rbf          ``k = exp(-||x_q - x_k||^2 / sqrt(d))``
-
-Positional kernels, for the product integrations of positional embeddings (PE), with
-``t`` the sinusoidal embedding (Vaswani et al.) and ``r`` the one of a relative distance:
-
-* look-up table (Shaw et al. 2018)  ``exp(<x_q, a_{clip(t_q - t_k)}>)``, ``a`` learnt;
-* Transformer-XL                     ``exp(<c_q, r(t_q - t_k)>)``, ``c_q = f_q W_q W_R``;
-* symmetric (the paper's proposal)   ``exp(<t_q W_T, t_k W_T> / sqrt(d))``, i.e. the
-  exponential kernel on position embeddings.
-
-A kernel is held as a :class:`Gram` matrix, either as log values (the exponential family:
-products of kernels add, the smoother is a softmax, nothing overflows) or as plain values
-(linear, polynomial). Positional kernels of the product integrations multiply onto it.
-
-Where the normaliser cannot divide: masked keys get weight 0; a row whose keys are all
-masked or whose kernel values are all 0 gets all-zero weights (and zero gradients); a row
-whose values cancel (linear kernel, mixed signs) is divided by a denominator kept at least
-``EPS * sum_k |k(q, k)|`` away from zero, sign kept: its weights are large but finite,
-which is how the linear kernel fails to train here, as in the paper, without NaN.
+with linear, polynomial, exponential or rbf kernels on ``x_q = f_q W_q``, ``x_k = f_k W_k``
+and positional kernels for the product integrations (docs/methods.md, "Kernel attention").
+A kernel is a :class:`Gram` matrix of log values (the exponential family: products add,
+nothing overflows) or plain values (linear, polynomial). Masked keys get weight 0; a row
+with nothing to normalise (every key masked or every value 0) gets zeros; a row whose values
+cancel is divided by a denominator kept ``EPS * sum_k |k(q, k)|`` away from zero, sign kept.
 """
 
 import math

@@ -1,27 +1,12 @@
 """Top-k attention (Zhao et al. 2019, "Explicit Sparse Transformer").
 
-Per query row, ``t`` is the k-th largest unmasked score; scores below ``t`` become
-``-inf`` and the row goes through softmax::
+With ``t`` the k-th largest unmasked score of a row (``-inf`` when it has fewer than k)::
 
     topk(s)_j = softmax(m(s))_j,   m(s)_j = s_j if s_j >= t else -inf
 
-Entries equal to ``t`` are all kept, as in the reference code, so ties can keep more
-than k keys. ``t`` is a constant for the backward pass: gradients reach only the
-kept entries, and they are softmax's, ``ds = p * (dp - sum(p * dp))`` (``p = 0`` off the
-kept entries), computed in closed form from ``p`` alone rather than through the
-masking's own backward, in differentiable operations, so that second order (double
-backward) is softmax's on the kept entries too. When a row has fewer than k unmasked keys,
-the k-th largest score is ``-inf`` and every unmasked key is kept, i.e. k is clamped to the
-number of unmasked keys, recomputed for each row (and so at every incremental decoding
-step). A NaN or +inf score makes its row NaN, as in ``torch.softmax``.
-
-One function computes the weights: the general ``topk`` kernel finds ``t`` (it sorts
-partially, row by row, and costs about ten softmaxes on a CPU), then masking and softmax.
-The compiled path (``--attn-impl compiled``) is that function fused by ``torch.compile``
-around the ``topk`` kernel, with k a symbolic integer of the graph: one compilation serves
-every k (k = 1, which dynamo specialises, has a copy of its own). On a GPU, the Triton
-kernel of :mod:`.fused_triton` (``--attn-impl triton``) finds ``t`` with ties counted,
-masks and normalises in one pass over each row.
+Ties at ``t`` are all kept, as in the reference code. ``t`` is a constant for the backward
+pass, softmax's on the kept entries in closed form. ``--attn-impl compiled`` fuses the same
+function around the ``topk`` kernel with k symbolic; docs/methods.md, "Top-k".
 """
 
 from functools import lru_cache, partial
