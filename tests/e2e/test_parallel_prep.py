@@ -183,7 +183,7 @@ def test_offline_flags_are_not_offered(tmp_path, corpus):
 @needs_realdata
 @pytest.mark.slow
 def test_the_kftt_30k_sample(tmp_path):
-    """The docstring's example (8000 merges there, 500 here): the sample as released."""
+    """docs/corpora.md's KFTT 30k example (8000 merges there, 500 here): the sample as released."""
     prefixes = ["--train", KFTT / "train", "--valid", KFTT / "dev", "--test", KFTT / "tune"]
     started = time.time()
     proc = prepare(tmp_path, *prefixes, "--no-tokenize", "--name", "kftt30k",
