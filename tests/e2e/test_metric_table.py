@@ -1,0 +1,170 @@
+"""One metric table (``scoring.METRICS``): a metric entered there and nowhere else is in
+``sparse-attn-score``'s JSON, a comparison's row and table and a reproduction's record
+and report; chrF, which goes with BLEU, is beside BLEU in each report; records written
+before chrF still read, without it."""
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sparse_attn_experiments import pipeline, reproduce, results_index
+from sparse_attn_experiments.comparison import report, run
+from sparse_attn_experiments.reproduction.config import load_config
+from sparse_attn_experiments.reproduction.report import render
+from sparse_attn_plugin.evaluation import GenerateOutput, scoring
+from sparse_attn_plugin.evaluation.cli import run as score_command
+
+from helpers import REPO
+from helpers.aligners import GreedyAligner
+from helpers.fakes import fake_generate, fake_train
+
+SOURCES = ["a b c", "d e", "a a b"]
+REFERENCES = ["A B C", "D E", "A A B"]
+#: Each test split's translations.
+TRANSLATIONS = {"test": ["A C C", "D E", "A B B"], "test1": ["A B", "D D E", "A A B"]}
+TESTS = {"test": "flickr2016", "test1": "mscoco2017"}
+CONFIG = REPO / "configs" / "correia2019_adaptively_sparse.json"
+
+
+def _words(inputs):
+    """The throwaway metric: words a hypothesis holds, on average."""
+    return SimpleNamespace(score=sum(len(h.split()) for h in inputs.hypotheses)
+                           / len(inputs.hypotheses))
+
+
+@pytest.fixture
+def words_metric():
+    """A metric entered in the table only, and taken out again after the test."""
+    scoring.METRICS["WORDS"] = scoring.Metric("WORDS", "words", False, _words)
+    yield scoring.METRICS["WORDS"]
+    del scoring.METRICS["WORDS"]
+
+
+def compared_rows(monkeypatch) -> list:
+    """Two comparison rows as :func:`run.score` scores them (fairseq-generate and the
+    teacher-forced statistics stood in for), with what training adds to a row."""
+    def translate(corpus, checkpoint, flags, split, log):
+        output = GenerateOutput([0, 1, 2], SOURCES, REFERENCES, TRANSLATIONS[split],
+                                [0.0] * 3)
+        return pipeline.GenerateResult(output, 10.0, log)
+
+    monkeypatch.setattr(run, "translate", translate)
+    monkeypatch.setattr(run, "site_statistics", lambda checkpoint, data: {})
+    corpus = SimpleNamespace(tests=TESTS, first_test="test", data=Path("data"))
+    scorers = SimpleNamespace(meteor=None, aligner=GreedyAligner())
+    scored = run.score(corpus, Path("work/softmax"), [], scorers)
+    trained = {"updates": 12, "stopped": "cap", "validation_curve": [[6, 4.0], [12, 3.5]],
+               "valid_loss": 3.5, "train_words_per_second": 1000.0}
+    return [{"attention": name, **trained, **scored} for name in ("softmax", "entmax15")]
+
+
+def comparison_report(rows) -> str:
+    corpus = SimpleNamespace(tests=TESTS, first_test="test", title="a corpus")
+    return report.render(rows, {r["attention"]: r["attention"] for r in rows}, corpus,
+                         "settings", "sparse-attn-compare", [], [], smoke=True)
+
+
+def reproduction(tmp_path, monkeypatch, synthetic_bin, metrics) -> tuple:
+    """A smoke run of Correia et al.'s config scoring ``metrics`` (training and decoding
+    stood in for): its record and its report."""
+    config = json.loads(CONFIG.read_text())
+    config["metrics"] = metrics
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    monkeypatch.setattr(pipeline, "train", fake_train([]))
+    monkeypatch.setattr(pipeline, "generate", fake_generate([]))
+    out = tmp_path / "out"
+    reproduce.main([tmp_path / "config.json", "--smoke", "--data", synthetic_bin,
+                    "--updates", "2", "--work-dir", tmp_path / "work", "--out", out])
+    return json.loads((out / "smoke.json").read_text()), (out / "smoke.md").read_text()
+
+
+def table_rows(text: str, header_start: str) -> list:
+    """The cells of the markdown table whose header starts with ``header_start``: the
+    header's, then each row's."""
+    lines = text[text.index(header_start):].split("\n\n")[0].splitlines()
+    return [[cell.strip() for cell in line.strip("|").split(" | ")]
+            for line in lines if not line.startswith("|---")]
+
+
+def column(table: list, header: str) -> list:
+    return [row[table[0].index(header)] for row in table[1:]]
+
+
+def test_a_metric_entered_in_the_table_alone_is_scored_and_reported_everywhere(
+        words_metric, tmp_path, monkeypatch, synthetic_bin, capsys):
+    for name, lines in (("hyp", TRANSLATIONS["test"]), ("ref", REFERENCES)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    score_command(["--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"),
+                   "--metrics", "bleu,words", "--json", str(tmp_path / "scores.json")])
+    words = 8 / 3  # A C C, D E, A B B
+    assert json.loads((tmp_path / "scores.json").read_text())["words"] == {"score": words}
+    assert "WORDS        2.67" in capsys.readouterr().out.splitlines()
+
+    rows = compared_rows(monkeypatch)
+    assert rows[0]["words"] == words  # on the first test split
+    table = table_rows(comparison_report(rows), "| attention | BLEU")
+    assert column(table, "WORDS") == ["2.67", "2.67"]
+
+    record, text = reproduction(tmp_path, monkeypatch, synthetic_bin, ["BLEU", "WORDS"])
+    recorded = {json.loads(key)[0]: decoded["words"]
+                for key, decoded in record["decoded"].items()}
+    table = table_rows(text, "| row | model trained")
+    assert column(table, "WORDS (ours, synthetic smoke)") == [
+        f"{recorded[model]:.2f}" for model in column(table, "model trained")]
+    assert column(table, "WORDS (paper)") == ["-"] * 3
+
+
+def test_chrf_is_beside_bleu_in_the_comparison_and_the_reproduction(tmp_path, monkeypatch,
+                                                                   synthetic_bin):
+    rows = compared_rows(monkeypatch)
+    chrf = {split: scoring.score(hyps, REFERENCES, metrics=["chrF"]).chrf
+            for split, hyps in TRANSLATIONS.items()}
+    assert rows[0]["chrf"] == {split: result.score for split, result in chrf.items()}
+    assert rows[0]["chrf_signature"] == chrf["test"].signature
+    text = comparison_report(rows)
+    table = table_rows(text, "| attention | BLEU")
+    assert table[0][1:5] == ["BLEU flickr2016", "BLEU mscoco2017", "chrF flickr2016",
+                             "chrF mscoco2017"]
+    assert column(table, "chrF mscoco2017") == [f"{chrf['test1'].score:.2f}"] * 2
+    assert f"and so is chrF (`{chrf['test'].signature}`, higher is better)" in text
+
+    record, text = reproduction(tmp_path, monkeypatch, synthetic_bin, ["BLEU"])
+    assert record["metrics"] == ["BLEU"]  # as the config names them; chrF goes with BLEU
+    chrfs = {json.loads(key)[0]: decoded["chrf"] for key, decoded in record["decoded"].items()}
+    table = table_rows(text, "| row | model trained")
+    assert table[0][3:7] == ["BLEU (ours, synthetic smoke)", "BLEU (paper)",
+                             "BLEU - first row, 95% interval, p (ours, synthetic smoke)",
+                             "chrF (ours, synthetic smoke)"]
+    assert column(table, "chrF (ours, synthetic smoke)") == [
+        f"{chrfs[model]:.2f}" for model in column(table, "model trained")]
+    signature = next(iter(record["decoded"].values()))["chrf_signature"]
+    assert f"chrF: sacrebleu `{signature}` (higher is better)." in text
+
+
+def test_records_written_before_chrf_are_read_without_it(tmp_path):
+    """The committed demo comparison and Correia et al.'s smoke run hold no chrF: the
+    comparison's tables have no chrF column, the reproduction's say "-", the index holds
+    what it held."""
+    demo = json.loads((REPO / "results" / "demo" / "comparison.json").read_text())
+    assert not any("chrf" in row for row in demo["rows"])
+    text = report.table(demo["rows"], {r["attention"]: r["attention"] for r in demo["rows"]},
+                        SimpleNamespace(tests=demo["tests"], first_test="test"), "here")
+    assert "chrF" not in text and "| attention | BLEU test | METEOR | REP |" in text
+
+    smoke = json.loads((REPO / "results" / "adaptively_sparse" / "smoke.json").read_text())
+    assert not any("chrf" in decoded for decoded in smoke["decoded"].values())
+    text = render(load_config(CONFIG), smoke, True, "check")
+    table = table_rows(text, "| row | model trained")
+    assert set(column(table, "chrF (ours, synthetic smoke)")) == {"-"}
+    assert "chrF: sacrebleu" not in text
+
+    results = tmp_path / "results"
+    for folder in ("demo", "adaptively_sparse"):
+        shutil.copytree(REPO / "results" / folder, results / folder)
+    (tmp_path / "configs").mkdir()
+    shutil.copy(CONFIG, tmp_path / "configs")
+    index = results_index.render(results, tmp_path / "configs", REPO / "scripts", "check")
+    assert "chrF" not in index
