@@ -32,26 +32,31 @@ comparison) with the same settings.
         --train-flags --fp16 --generate-flags --fp16                 # on a GPU
 """
 
+import argparse
 import json
 import logging
 import shlex
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import List, Optional, Tuple
 
 from sparse_attn_plugin.command_line import CommandParser, show_progress
+from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 
 from .comparison.corpus import (
     REMOVE_BPE,
+    Corpus,
     CorpusError,
     open_corpus,
     synthetic_corpus,
     synthetic_corpus_at,
 )
 from .comparison.lenpen import parse_grid, tune_rows
-from .comparison.models import ARCHITECTURES, title
+from .comparison.models import ARCHITECTURES, Architecture, title
 from .comparison.paired import UNTESTED, pair_with_softmax
 from .comparison.passed_flags import FlagError, check_rows, split
 from .comparison.report import figures, record_figures, render
@@ -231,9 +236,11 @@ def model_of(args) -> str:
     return args.model or ("small" if args.data else "tiny")
 
 
-def redraw(parser: CommandParser, out: Path) -> int:
+def redraw(parser: CommandParser, out: Optional[Path]) -> int:
     """``--redraw``: :func:`.comparison.report.record_figures` from ``out/comparison.json``,
     its rows titled as the command it records names them."""
+    if out is None:
+        parser.fail("--redraw needs --out, the folder whose comparison.json to draw")
     try:
         record = json.loads((out / "comparison.json").read_text())
         made = parser.parse_args(joined(shlex.split(record["command"])[1:], parser))
@@ -248,108 +255,200 @@ def redraw(parser: CommandParser, out: Path) -> int:
     return 0
 
 
+class Refusal(SparseAttnError, ValueError):
+    """A comparison this command will not run as asked; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A comparison's command line, checked: the rows, where they train and report, how
+    long, the flags passed on and the rows ``out`` already holds. ``corpus`` is None for
+    the synthetic corpus, which :func:`run` makes."""
+
+    args: argparse.Namespace
+    given: List[str]
+    model: str
+    names: List[str]
+    grid: Optional[List[str]]
+    corpus: Optional[Corpus]
+    work: Path
+    out: Path
+    schedule: Schedule
+    passed: Tuple[List[str], List[str]]
+    recorded: dict
+
+    @property
+    def architecture(self) -> Architecture:
+        return ARCHITECTURES[self.model]
+
+
+def checked_names(args, model: str) -> List[str]:
+    """The rows ``--rows`` names (default: the architecture's); Refusal for a name the
+    architecture lacks, or a ``--decode-with`` normaliser no site takes."""
+    architecture = ARCHITECTURES[model]
+    names = [n for n in (args.rows or ",".join(architecture.rows)).split(",") if n]
+    unknown = [n for n in names if n not in architecture.rows]
+    if unknown or not names:
+        raise Refusal(f"unknown --rows {unknown} for --model {model}; choose from "
+                      f"{', '.join(architecture.rows)}")
+    usable = choices(architecture) if args.decode_with else []
+    if args.decode_with and args.decode_with not in usable:
+        raise Refusal(f"unknown --decode-with {args.decode_with!r} for --model {model}; "
+                      f"choose from {', '.join(usable)}")
+    return names
+
+
+def checked_numbers(args) -> Optional[List[str]]:
+    """The ``--tune-lenpen`` grid (None without it); Refusal for a grid that is not one,
+    or a count or budget that is not positive."""
+    try:
+        grid = parse_grid(args.tune_lenpen) if args.tune_lenpen is not None else None
+    except ValueError as err:
+        raise Refusal(f"--tune-lenpen takes comma-separated numbers, e.g. 1,1.5,2: {err}") from None
+    numbers = [args.patience, args.minutes_per_row, args.max_updates, args.validate_every,
+               args.train_size, args.eval_size]
+    if any(n is not None and n <= 0 for n in numbers):
+        raise Refusal("--patience, --minutes-per-row, --max-updates, --validate-every, "
+                      "--train-size and --eval-size must be positive")
+    return grid
+
+
+def checked_corpus(args, architecture: Architecture, names: List[str]) -> Optional[Corpus]:
+    """The ``--data`` corpus (None: the synthetic one); CorpusError for a folder that
+    is none, Refusal where rows train on fertility files it lacks."""
+    corpus = open_corpus(args.data, args.remove_bpe) if args.data else None
+    needing = [n for n in names if architecture.rows[n].needs_fertilities]
+    if corpus and needing and not corpus.has_fertilities():
+        raise Refusal(f"rows {', '.join(needing)} train on fertility files, and {args.data} "
+                      "has none: prepare it with --fertility")
+    return corpus
+
+
+def checked_args(args, given: List[str]) -> Request:
+    """``args`` checked in the order a user meets the problems, before anything runs;
+    the project's errors (:data:`REFUSED`) say the first one."""
+    model = model_of(args)
+    names = checked_names(args, model)
+    grid = checked_numbers(args)
+    corpus = checked_corpus(args, ARCHITECTURES[model], names)
+    work = args.work_dir or Path(".work") / "compare" / (args.data.name if args.data
+                                                         else "demo")
+    out = args.out or work / "report"
+    schedule = schedule_of(args, model)
+    passed = (split("--train-flags", args.train_flags),
+              split("--generate-flags", args.generate_flags))
+    if any(passed):
+        check_rows(passed, ARCHITECTURES[model], model, names, schedule, args.seed,
+                   corpus or synthetic_corpus_at(work / "corpus"), grid is not None)
+    try:
+        recorded = recorded_rows(out)
+    except ValueError as err:
+        raise Refusal(str(err)) from None
+    return Request(args, given, model, names, grid, corpus, work, out, schedule, passed,
+                   recorded)
+
+
+@dataclass
+class Compared:
+    """What :func:`run` left: the corpus the rows trained on, their records, their
+    translations kept in ``out`` and when the run started."""
+
+    corpus: Corpus
+    rows: List[dict]
+    translated: List[str]
+    started: float
+
+
+def trained_rows(request: Request, corpus: Corpus) -> List[dict]:
+    """Train, translate and score every row of ``request`` on ``corpus`` in turn,
+    saying each one's outcome."""
+    scorers = Scorers(corpus)
+    rows = []
+    try:
+        for i, name in enumerate(request.names, 1):
+            logger.info(f"{i}/{len(request.names)} {name}: train, translate, score")
+            rows.append(run_row(name, request.architecture, corpus, request.schedule,
+                                request.work / request.model, request.args.seed, scorers,
+                                request.recorded.get(name), request.passed))
+            logger.info(f"    {trained(rows[-1], request.schedule)}")
+    finally:
+        scorers.close()
+    return rows
+
+
+def run(request: Request) -> Compared:
+    """Train and score every row, decode with ``--decode-with`` and tune the length
+    penalty where asked, pair each row with softmax and keep the translations in
+    ``out``; a fairseq command that fails (--fp16 without a GPU) is one line."""
+    show_progress("compare")
+    signal.signal(signal.SIGTERM, _stop)  # `kill` stops the training under way too
+    started = time.time()
+    args, work = request.args, request.work / request.model
+    corpus = request.corpus
+    if corpus is None:
+        logger.info(f"synthetic corpus ({args.train_size} training pairs) -> {request.work}")
+        corpus = synthetic_corpus(request.work / "corpus", args.train_size, args.eval_size)
+    rows = trained_rows(request, corpus)
+    switch_rows(rows, args.decode_with, work, corpus)
+    tune_rows(rows, request.grid, work, corpus)
+    try:
+        pair_with_softmax(rows, work, request.out, corpus.tests)
+    except ValueError as err:  # before anything is written to --out
+        raise Refusal(str(err)) from None
+    for row in rows:
+        if UNTESTED in row:
+            logger.info(f"no paired test for {row['attention']}: {row[UNTESTED]['why']}")
+    return Compared(corpus, rows, keep(request.names, work, request.out, corpus.tests),
+                    started)
+
+
+def settings_of(request: Request) -> str:
+    """The report's settings: architecture, stopping rule, validation, seed, beam and
+    the flags passed on to fairseq."""
+    schedule = request.schedule
+    return (f"{request.architecture.summary} (`--model {request.model}` in "
+            "`sparse_attn_experiments/comparison/models.py`); training stops after "
+            f"{stopping(schedule)}; validation "
+            + (f"every {schedule.validate_every} updates" if schedule.validate_every
+               else "after every epoch") + f"; seed {request.args.seed}; beam 5"
+            + "".join(f"; every {what} also gets `{shlex.join(flags)}`"
+                      for what, flags in zip(("fairseq-train", "fairseq-generate"),
+                                             request.passed) if flags))
+
+
+def report(request: Request, compared: Compared) -> None:
+    """Draw the figures, write ``comparison.json`` and ``README.md`` to ``out`` and
+    print the report."""
+    out, corpus, rows = request.out, compared.corpus, compared.rows
+    command = " ".join(["sparse-attn-compare", *map(shlex.quote, request.given)])
+    settings = settings_of(request)
+    titles = {name: title(request.architecture, name) for name in request.names}
+    drawn = figures(rows, titles, request.work / request.model, corpus, out)
+    text = render(rows, titles, corpus, settings, command, [p.name for p in drawn],
+                  compared.translated, request.args.smoke)
+    write_json_atomic(out / "comparison.json", {
+        "corpus": corpus.title, "tests": corpus.tests, "rows": rows, "settings": settings,
+        "command": command, "smoke": request.args.smoke})
+    write_text_atomic(out / "README.md", text)
+    print(text)
+    logger.info(f"done in {time.time() - compared.started:.0f} s; wrote {out / 'README.md'}")
+
+
+#: The project's errors a comparison stops with in one line.
+REFUSED = (Refusal, CorpusError, FlagError, FairseqFailed)
+
+
 def main(argv=None):
     parser = build_parser()
     given = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = parser.parse_args(joined(given, parser))
     if args.redraw:
-        if args.out is None:
-            parser.fail("--redraw needs --out, the folder whose comparison.json to draw")
         return redraw(parser, args.out)
-    model = model_of(args)
-    architecture = ARCHITECTURES[model]
-    names = [n for n in (args.rows or ",".join(architecture.rows)).split(",") if n]
-    unknown = [n for n in names if n not in architecture.rows]
-    if unknown or not names:
-        parser.fail(f"unknown --rows {unknown} for --model {model}; choose from "
-                    f"{', '.join(architecture.rows)}")
-    usable = choices(architecture) if args.decode_with else []
-    if args.decode_with and args.decode_with not in usable:
-        parser.fail(f"unknown --decode-with {args.decode_with!r} for --model {model}; choose "
-                    f"from {', '.join(usable)}")
     try:
-        grid = parse_grid(args.tune_lenpen) if args.tune_lenpen is not None else None
-    except ValueError as err:
-        parser.fail(f"--tune-lenpen takes comma-separated numbers, e.g. 1,1.5,2: {err}")
-    numbers = [args.patience, args.minutes_per_row, args.max_updates, args.validate_every,
-               args.train_size, args.eval_size]
-    if any(n is not None and n <= 0 for n in numbers):
-        parser.fail("--patience, --minutes-per-row, --max-updates, --validate-every, "
-                    "--train-size and --eval-size must be positive")
-    try:
-        corpus = open_corpus(args.data, args.remove_bpe) if args.data else None
-    except CorpusError as err:
+        request = checked_args(args, given)
+        report(request, run(request))
+    except REFUSED as err:
         parser.fail(err)
-    needing = [n for n in names if architecture.rows[n].needs_fertilities]
-    if corpus and needing and not corpus.has_fertilities():
-        parser.fail(f"rows {', '.join(needing)} train on fertility files, and {args.data} "
-                    "has none: prepare it with --fertility")
-    label = args.data.name if args.data else "demo"
-    work = args.work_dir or Path(".work") / "compare" / label
-    out = args.out or work / "report"
-    schedule = schedule_of(args, model)
-    try:
-        passed = (split("--train-flags", args.train_flags),
-                  split("--generate-flags", args.generate_flags))
-        if any(passed):
-            check_rows(passed, architecture, model, names, schedule, args.seed,
-                       corpus or synthetic_corpus_at(work / "corpus"), grid is not None)
-    except FlagError as err:
-        parser.fail(err)
-    try:
-        recorded = recorded_rows(out)
-    except ValueError as err:
-        parser.fail(err)
-
-    show_progress("compare")
-    signal.signal(signal.SIGTERM, _stop)  # `kill` stops the training under way too
-    start = time.time()
-    if corpus is None:
-        logger.info(f"synthetic corpus ({args.train_size} training pairs) -> {work}")
-        corpus = synthetic_corpus(work / "corpus", args.train_size, args.eval_size)
-    scorers = Scorers(corpus)
-    titles = {name: title(architecture, name) for name in names}
-    rows = []
-    try:  # a fairseq command that fails (e.g. --train-flags --fp16 without a GPU): one line
-        try:
-            for i, name in enumerate(names, 1):
-                logger.info(f"{i}/{len(names)} {name}: train, translate, score")
-                rows.append(run_row(name, architecture, corpus, schedule, work / model,
-                                    args.seed, scorers, recorded.get(name), passed))
-                logger.info(f"    {trained(rows[-1], schedule)}")
-        finally:
-            scorers.close()
-        switch_rows(rows, args.decode_with, work / model, corpus)
-        tune_rows(rows, grid, work / model, corpus)
-    except FairseqFailed as err:
-        parser.fail(err)
-    try:
-        pair_with_softmax(rows, work / model, out, corpus.tests)
-    except ValueError as err:  # before anything is written to --out
-        parser.fail(err)
-    for row in rows:
-        if UNTESTED in row:
-            logger.info(f"no paired test for {row['attention']}: {row[UNTESTED]['why']}")
-    translated = keep(names, work / model, out, corpus.tests)
-
-    command = " ".join(["sparse-attn-compare", *map(shlex.quote, given)])
-    settings = (f"{architecture.summary} (`--model {model}` in "
-                "`sparse_attn_experiments/comparison/models.py`); training stops after "
-                f"{stopping(schedule)}; validation "
-                + (f"every {schedule.validate_every} updates" if schedule.validate_every
-                   else "after every epoch") + f"; seed {args.seed}; beam 5"
-                + "".join(f"; every {what} also gets `{shlex.join(flags)}`"
-                          for what, flags in zip(("fairseq-train", "fairseq-generate"), passed)
-                          if flags))
-    drawn = figures(rows, titles, work / model, corpus, out)
-    report = render(rows, titles, corpus, settings, command, [p.name for p in drawn],
-                    translated, args.smoke)
-    write_json_atomic(out / "comparison.json", {
-        "corpus": corpus.title, "tests": corpus.tests, "rows": rows, "settings": settings,
-        "command": command, "smoke": args.smoke})
-    write_text_atomic(out / "README.md", report)
-    print(report)
-    logger.info(f"done in {time.time() - start:.0f} s; wrote {out / 'README.md'}")
     return 0
 
 
