@@ -20,6 +20,7 @@ what the paper measured.
 The config format is described in :mod:`.reproduction.config`.
 """
 
+import argparse
 import importlib.util
 import logging
 import shlex
@@ -33,6 +34,7 @@ from typing import Dict, List, Optional
 
 from sparse_attn_data.synthetic import binarize, write_corpus
 from sparse_attn_plugin.command_line import CommandParser, show_progress
+from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.evaluation import Meteor, corpus_bleu, scoring
 from sparse_attn_plugin.evaluation.aligner import Aligner
 from sparse_attn_plugin.evaluation.meteor import JAVA_MISSING, find_meteor_jar
@@ -370,8 +372,8 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
     return decoded, outputs
 
 
-def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
-        updates: int = None) -> dict:
+def measure(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
+            updates: int = None) -> dict:
     """Prepare each corpus (``datas``: the config's under None, others by name), train
     the models, decode and score the rows: ``{"trained": {run: ...}, "decoded":
     {decoding key: measurements}, ...}``."""
@@ -407,8 +409,7 @@ def run(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
     return results
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+def build_parser() -> CommandParser:
     parser = CommandParser(prog="sparse-attn-reproduce",
                            description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path, help="a file in configs/")
@@ -435,74 +436,131 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, help="the folder the report goes to, created "
                         "with its parents where missing (default: WORK_DIR/report, not "
                         "committed; the project publishes with --out results/<name>)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+class Refused(SparseAttnError, ValueError):
+    """A run refused before it trains; the message is one line, said as a usage error."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A run's command line, checked: its config (with the added flags and only the
+    tables asked for), the rows it decodes, where it works and reports, and the
+    ``--corpus-data`` folders by corpus name."""
+
+    args: argparse.Namespace
+    argv: List[str]
+    config: dict
+    rows: List[dict]
+    work: Path
+    out: Path
+    given: Dict[str, str]
+
+
+def checked_config(args) -> dict:
+    """The config with ``--train-flags`` and ``--generate-flags`` added and only the
+    ``--table`` tables; Refused or ConfigError saying what cannot be run."""
     try:
         added = shlex.split(args.train_flags), shlex.split(args.generate_flags)
     except ValueError as err:  # e.g. an unclosed quote
-        parser.error(f"--train-flags / --generate-flags: {err}")
-    try:
-        config = with_flags(load_config(args.config), *added)
-        if args.table:
-            config = only_tables(config, args.table)
-    except ConfigError as err:
-        parser.error(str(err))
+        raise Refused(f"--train-flags / --generate-flags: {err}") from None
+    config = with_flags(load_config(args.config), *added)
+    if args.table:
+        config = only_tables(config, args.table)
     if args.updates is not None and args.updates < 1:
-        parser.error("--updates must be positive")
+        raise Refused("--updates must be positive")
+    return config
+
+
+def checked_args(args, argv: List[str]) -> Request:
+    """``args`` checked before anything is prepared: the config, the checkpoints and
+    batch its trainings can keep, the training flags on this machine, the corpora
+    ``--corpus-data`` names."""
+    config = checked_config(args)
     rows = [row for _, table_rows in resolve_tables(config, args.smoke) for row in table_rows]
-    refusal = pipeline.cpu_refusal(added[0])
+    refusal = pipeline.cpu_refusal(shlex.split(args.train_flags))
     problem = (averaging_problem(config, args.smoke, args.updates)
                or batch_problem(config, rows, args.smoke)
                or (refusal and f"--train-flags {args.train_flags!r}: {refusal}"))
     if problem:
-        parser.error(problem)
-    name = config["name"]
-    work = args.work_dir or Path(".work") / (name + ("-smoke" if args.smoke else ""))
-    out = args.out or work / "report"
+        raise Refused(problem)
+    work = args.work_dir or Path(".work") / (config["name"] + ("-smoke" if args.smoke else ""))
     given = dict(item.partition("=")[::2] for item in args.corpus_data)
     unknown = [n for n in given if n not in config.get("corpora", {}) or not given[n]]
     if unknown:
-        parser.error(f"--corpus-data {unknown[0]}=DIR: the config's corpora are "
-                     f"{', '.join(config.get('corpora', {})) or 'none'}")
-    show_progress("reproduce")
+        raise Refused(f"--corpus-data {unknown[0]}=DIR: the config's corpora are "
+                      f"{', '.join(config.get('corpora', {})) or 'none'}")
+    return Request(args, argv, config, rows, work, args.out or work / "report", given)
+
+
+def corpus_folders(request: Request) -> Dict[Optional[str], Path]:
+    """The binarised corpus of each corpus the run trains on (None: the config's
+    ``data``; smoke runs: the synthetic corpus, written now); Refused for one missing."""
+    args, config = request.args, request.config
     if args.smoke:
-        raw = work / "raw"
+        raw = request.work / "raw"
         write_corpus(raw, **SMOKE_CORPUS)
-        datas = {None: args.data or Path(binarize(raw, work / "bin"))}
-    else:
-        chosen = {None: args.data, **{name: Path(path) for name, path in given.items()}}
-        datas = {}
-        for corpus in dict.fromkeys(row["corpus"] for _, rows in resolve_tables(config, False)
-                                    for row in rows):
-            default, prepare = corpus_data(config, corpus)
-            data = chosen.get(corpus) or Path(default)
-            if not (data / "dict.txt").exists() and not list(data.glob("dict.*.txt")):
-                flag = f"--corpus-data {corpus}=DIR" if corpus else "--data DIR"
-                parser.error(f"no binarised corpus in {data}: prepare it with `{prepare}` "
-                             f"or pass {flag}")
-            datas[corpus] = data
-    problem = check_data(config, datas, args.smoke)
+        return {None: args.data or Path(binarize(raw, request.work / "bin"))}
+    chosen = {None: args.data, **{name: Path(path) for name, path in request.given.items()}}
+    datas = {}
+    for corpus in dict.fromkeys(row["corpus"] for _, rows in resolve_tables(config, False)
+                                for row in rows):
+        default, prepare = corpus_data(config, corpus)
+        data = chosen.get(corpus) or Path(default)
+        if not (data / "dict.txt").exists() and not list(data.glob("dict.*.txt")):
+            flag = f"--corpus-data {corpus}=DIR" if corpus else "--data DIR"
+            raise Refused(f"no binarised corpus in {data}: prepare it with `{prepare}` "
+                          f"or pass {flag}")
+        datas[corpus] = data
+    return datas
+
+
+def run(request: Request) -> dict:
+    """Prepare the corpora, check that the run's metrics can be had, say the plan and
+    :func:`measure`: the results, with the seconds the run took."""
+    show_progress("reproduce")
+    config, smoke, updates = request.config, request.args.smoke, request.args.updates
+    datas = corpus_folders(request)
+    problem = check_data(config, datas, smoke)
     if problem:
-        parser.error(problem)
-    for line in plan(config, rows, datas, args.smoke, args.updates):
+        raise Refused(problem)
+    for line in plan(config, request.rows, datas, smoke, updates):
         logger.info(line)
     started = time.time()
+    results = measure(config, datas, request.work, smoke, updates)
+    results["seconds"] = round(time.time() - started, 1)
+    return results
+
+
+def report(request: Request, results: dict) -> None:
+    """Write the record, each table and the report to ``out`` and print the report."""
+    config, smoke, out = request.config, request.args.smoke, request.out
+    command = "sparse-attn-reproduce " + shlex.join(request.argv)
+    report_name, record_name = ("smoke.md", "smoke.json") if smoke else ("README.md",
+                                                                          "results.json")
+    text = render(config, results, smoke, command)
+    write_json_atomic(out / record_name, {"command": command, "config": str(request.args.config),
+                                          "smoke": smoke, **results})
+    tables = out / "smoke" if smoke else out
+    for name, table in render_tables(config, results, smoke, command).items():
+        write_text_atomic(tables / name, table)
+    write_text_atomic(out / report_name, text)
+    print(text)
+    logger.info(f"done in {results['seconds']:.0f} s; wrote {out / report_name}")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
-        results = run(config, datas, work, args.smoke, args.updates)
+        request = checked_args(args, argv)
+        report(request, run(request))
+    except (Refused, ConfigError) as err:  # the command line: a usage error
+        parser.error(str(err))
     except AveragingError as err:
         parser.fail(err)
-    results["seconds"] = round(time.time() - started, 1)
-    command = "sparse-attn-reproduce " + shlex.join(argv)
-    report_name, record_name = ("smoke.md", "smoke.json") if args.smoke else ("README.md",
-                                                                               "results.json")
-    report = render(config, results, args.smoke, command)
-    write_json_atomic(out / record_name, {"command": command, "config": str(args.config),
-                                          "smoke": args.smoke, **results})
-    tables = out / "smoke" if args.smoke else out
-    for name, text in render_tables(config, results, args.smoke, command).items():
-        write_text_atomic(tables / name, text)
-    write_text_atomic(out / report_name, report)
-    print(report)
-    logger.info(f"done in {results['seconds']:.0f} s; wrote {out / report_name}")
 
 
 if __name__ == "__main__":
