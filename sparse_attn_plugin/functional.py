@@ -1,33 +1,15 @@
 """The attention normalisers as functions of a tensor, for plain PyTorch code.
 
-Each function maps scores ``x`` to weights on the probability simplex along ``dim`` and is
-a thin wrapper over the same code the normaliser modules of :mod:`.normalizers` run
-(``--attn-fn NAME`` in fairseq): the same kernels, picked by the same ``impl`` rule
-(:mod:`.normalizers.dispatch`), so a function and its module give identical weights and
-gradients. Nothing here imports fairseq.
+Each maps scores ``x`` to weights on the probability simplex along ``dim`` by the code the
+normaliser modules of ``--attn-fn NAME`` run (same kernels, same ``impl`` rule,
+:mod:`.normalizers.dispatch`), so a function and its module give identical weights and
+gradients. Nothing here imports fairseq. ``-inf`` masks an entry; half-precision scores
+give float32 weights; ``impl`` is ``"auto"``, ``"torch"``, ``"compiled"`` or ``"triton"``,
+all equal to rounding. The full contract: docs/library.md, "The functions".
 
-The contract, as the modules' (:mod:`.normalizers.base`):
-
-* masking: put ``-inf`` on the entries to leave out (padded keys, future positions);
-  they get weight exactly 0. A slice along ``dim`` with every entry ``-inf`` gets all-zero
-  weights (not NaN) and zero gradient.
-* dtype: float16 and bfloat16 inputs are computed in float32 and the weights are
-  returned in **float32** (the entmax family is inexact, or NaN, in half precision); cast
-  them back yourself (``w.to(x.dtype)``, or ``w.type_as(values)``). float32 and float64
-  stay as they are.
-* ``dim``: any; it is moved last, normalised, and moved back.
-* ``impl`` (where a normaliser has several implementations): ``"auto"`` (the default:
-  the Triton kernels for CUDA tensors where Triton is installed, the eager code
-  elsewhere), ``"torch"`` (eagerly), ``"compiled"`` (fused by ``torch.compile``, compiled
-  on first use), ``"triton"`` (a CUDA device). Any other value is a ValueError.
-  All agree to rounding; the choice changes speed, not results.
-
-Papers: sparsemax, Martins & Astudillo (2016), "From Softmax to Sparsemax"; 1.5-entmax and
-alpha-entmax, Peters, Niculae & Martins (2019), "Sparse Sequence-to-Sequence Models";
-learned alpha, Correia, Niculae & Martins (2019), "Adaptively Sparse Transformers";
-top-k, Zhao et al. (2019), "Explicit Sparse Transformer"; constrained softmax, Martins &
-Kreutzer (2017), "Learning What's Easy"; constrained sparsemax, Malaviya, Ferreira &
-Martins (2018), "Sparse and Constrained Attention for Neural Machine Translation".
+Papers: sparsemax, Martins & Astudillo (2016); 1.5- and alpha-entmax, Peters, Niculae &
+Martins (2019); learned alpha, Correia, Niculae & Martins (2019); top-k, Zhao et al. (2019);
+csoftmax, Martins & Kreutzer (2017); csparsemax, Malaviya, Ferreira & Martins (2018).
 """
 
 from functools import partial
@@ -89,31 +71,18 @@ def entmax15(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:
 
 def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: str = "auto",
                  n_iter: int = 30) -> Tensor:
-    """alpha-entmax (Peters et al. 2019; learned per head in Correia, Niculae & Martins
-    2019, "Adaptively Sparse Transformers")::
+    """alpha-entmax (Peters et al. 2019; learned per head in Correia et al. 2019)::
 
         entmax_alpha(x) = argmax_{p in simplex} p.x + H^T_alpha(p),
-        H^T_alpha(p) = sum_j (p_j - p_j^alpha) / (alpha (alpha - 1)),
-        p_j = [(alpha - 1) x_j - tau]_+ ^ (1 / (alpha - 1)),   tau such that sum_j p_j = 1.
+        p_j = [(alpha - 1) x_j - tau]_+ ^ (1 / (alpha - 1)),   tau such that sum_j p_j = 1,
 
-    alpha -> 1 tends to softmax, alpha = 1.5 is :func:`entmax15`, alpha = 2
-    :func:`sparsemax`; every alpha > 1 can give exact zeros.
-
-    Args:
-        x: scores, ``-inf`` on masked entries.
-        alpha: in (1, 2]: a number, or a tensor broadcastable to ``x`` with size 1 along
-            ``dim`` (e.g. ``(1, H, 1, 1)`` for one alpha per head of ``(B, H, T, S)``
-            scores), cast to the weights' dtype. A tensor gets gradients, in closed form,
-            as the learned alphas of :class:`~.normalizers.EntmaxAlpha` do; to learn it,
-            keep it in range as that module does:
-            ``alpha = EntmaxAlpha.alpha_of(z) = clamp(1 + sigmoid(z), 1.01, 2)``. A value
-            outside (1, 2] is a ValueError (a tensor's values are read back to check them,
-            which waits for a GPU; the module, whose alphas are in range by construction,
-            does not check).
-        dim: the dimension normalised.
-        impl: see the module docstring.
-        n_iter: iteration cap of the safeguarded Newton solver for ``tau`` (it stops on
-            convergence, after 3-8 steps in practice).
+    with Tsallis entropy ``H^T_alpha(p) = sum_j (p_j - p_j^alpha) / (alpha (alpha - 1))``.
+    ``alpha`` in (1, 2] (else ValueError; a tensor is read back to check, which waits for a
+    GPU) is a number or a tensor broadcastable to ``x`` with size 1 along ``dim`` (e.g.
+    ``(1, H, 1, 1)``: one per head), cast to the weights' dtype, with closed-form
+    gradients; keep a learned one in range by ``EntmaxAlpha.alpha_of`` (docs/library.md,
+    "Learning alpha per head"). ``n_iter`` caps the safeguarded Newton solver for ``tau``,
+    which stops on convergence; ``impl`` as in the module docstring.
     """
     check_impl(impl)
     n_iter = check_n_iter(n_iter)
@@ -162,22 +131,17 @@ def topk_softmax(x: Tensor, k: int, dim: int = -1, impl: str = "auto") -> Tensor
 
 
 def csoftmax(x: Tensor, upper: Tensor, dim: int = -1, check: bool = False) -> Tensor:
-    """Constrained softmax (Martins & Kreutzer 2017; used for attention with fertility by
-    Malaviya, Ferreira & Martins 2018)::
+    """Constrained softmax (Martins & Kreutzer 2017; attention with fertility in Malaviya,
+    Ferreira & Martins 2018)::
 
         csoftmax(x; u) = argmin_{p in simplex, p <= u} KL(p || softmax(x)),
         p_j = min(u_j, c exp(x_j)),   c > 0 such that sum_j p_j = 1.
 
-    Args:
-        x: scores, ``-inf`` on masked entries.
-        upper: bounds ``u >= 0`` (``+inf`` allowed: unbounded), broadcastable to ``x``;
-            differentiable (closed-form gradients for ``x`` and ``u``).
-        dim: the dimension normalised.
-        check: raise :class:`~.normalizers.InfeasibleBounds` (a ValueError) on a slice whose
-            bounds sum to less than 1 over its unmasked entries (reads a value back, which
-            waits for a GPU); without it such a slice gets ``p = u``.
-
-    One implementation (so no ``impl``); the weights have the broadcast shape.
+    ``upper``: bounds ``u >= 0`` (``+inf``: unbounded) broadcastable to ``x``, with
+    closed-form gradients for ``x`` and ``u``. ``check`` raises
+    :class:`~.normalizers.InfeasibleBounds` on a slice whose unmasked bounds sum below 1
+    (a read-back, which waits for a GPU); without it such a slice gets ``p = u``. The
+    weights have the broadcast shape; one implementation, so no ``impl``.
     """
     return _constrained(_csoftmax, x, upper, dim, check)
 

@@ -1,39 +1,16 @@
 """Our normalisers as attention functions of Hugging Face transformers models.
 
-transformers (4.48 and later) looks attention up by name in its ``AttentionInterface``: a
-model built with ``attn_implementation=NAME`` calls the function registered as ``NAME``
-in each attention layer. :func:`register` adds ours::
+transformers (4.48 and later) calls, in each attention layer of a model built with
+``attn_implementation=NAME``, the function its ``AttentionInterface`` holds as ``NAME``.
+:func:`register` adds ours, with transformers' boolean mask under the same name. Each
+computes what transformers' ``eager_attention_forward`` does, with the softmax replaced by
+a normaliser of :mod:`sparse_attn_plugin.functional` (the code the fairseq plugin runs);
+a query with every key masked gets all-zero weights, and ``entmax_alpha``'s alpha is
+fixed, not learned. Usage, masks and every difference from eager: docs/library.md,
+"Hugging Face transformers".
 
-    from transformers import AutoModelForCausalLM
-    from sparse_attn_plugin.huggingface import register
-
-    register("sparsemax")                        # or "entmax15", "entmax_alpha", "topk", ...
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="sparsemax")
-
-Each function computes the attention as transformers' own ``eager_attention_forward``
-does (grouped-query attention by ``repeat_kv``, scores ``q k^T * scaling``, the mask,
-dropout on the weights in training, output ``(batch, seq, heads, head_dim)``, and the
-weights in the query's dtype), with the softmax replaced by a normaliser of
-:mod:`sparse_attn_plugin.functional`: the same code the fairseq plugin runs.
-
-Masks: :func:`register` also registers, under the same name, transformers' boolean mask
-(``sdpa_mask``, True = attend, never skipped for a causal model), which the function turns
-into ``-inf`` on masked keys, the normalisers' contract; without a mask function
-transformers (>= 4.53) would build no mask at all for a name it does not know. A float
-mask (added, as eager adds it; entries at the dtype's minimum, transformers' "masked",
-become ``-inf``) and no mask (a causal mask when the module is causal and there are several
-queries, as ``sdpa_attention_forward`` does) are handled too. Query rows with every key
-masked (left padding) get all-zero weights, where eager's softmax spreads them evenly.
-
-Learned alpha: ``entmax_alpha`` here runs with a fixed ``alpha`` (a number, or one per head),
-not a learned one. Learning it needs a parameter in every attention module, which an
-attention function cannot add; a model that wants it can hold its own per-head logits and
-call :func:`sparse_attn_plugin.functional.entmax_alpha` with
-``EntmaxAlpha.alpha_of(logits)``, which gets gradients.
-
-This module imports transformers only inside :func:`register`, so it imports without
-it; ``pip install transformers`` for those. Tested with transformers
-5.24.
+transformers is imported only inside :func:`register`, so this module imports without it.
+Tested with transformers 5.24.
 """
 
 from typing import Callable, Optional, Sequence, Tuple, Union
@@ -120,22 +97,16 @@ def _repeat_kv(states: Tensor, groups: int) -> Tensor:
 def attention_function(kind: str, *, k: int = 8, alpha: Union[float, Sequence[float], Tensor] = 1.5,
                        n_iter: int = 30, impl: str = "auto") -> Callable:
     """An attention function in transformers' ``AttentionInterface`` form, normalising with
-    ``kind`` (one of :data:`KINDS`).
+    ``kind`` (one of :data:`KINDS`; ``softmax`` is eager's but for all-zero rows where every
+    key is masked), ``k`` keys kept by ``topk``, ``entmax_alpha``'s fixed ``alpha`` in
+    (1, 2] (or one per query head) and iteration cap ``n_iter``, computed as ``impl`` says
+    (:mod:`sparse_attn_plugin.functional`).
 
-    Args:
-        kind: ``softmax`` (our softmax: the same as eager but for all-zero rows with every
-            key masked), ``topk``, ``sparsemax``, ``entmax15`` or ``entmax_alpha``.
-        k: keys kept per query by ``topk``.
-        alpha: ``entmax_alpha``'s fixed alpha in (1, 2], or one per query head.
-        n_iter: ``entmax_alpha``'s iteration cap.
-        impl: how the normaliser is computed (:mod:`sparse_attn_plugin.functional`).
-
-    Returns:
-        ``fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-        **kwargs) -> (output (B, T, H, d), weights (B, H, T, S))`` for ``query``
-        ``(B, H, T, d)`` and ``key``/``value`` ``(B, H_kv, S, d)``, ``H`` a multiple of
-        ``H_kv``. ``kwargs`` may hold ``is_causal``, ``softcap`` and ``position_bias`` (as
-        transformers' own functions read them); attention sinks (``s_aux``) are refused.
+    It is ``fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+    **kwargs) -> (output (B, T, H, d), weights (B, H, T, S))`` for ``query`` ``(B, H, T, d)``
+    and ``key``/``value`` ``(B, H_kv, S, d)``, ``H`` a multiple of ``H_kv``. ``kwargs`` may
+    hold ``is_causal``, ``softcap`` and ``position_bias``, as transformers' own functions
+    read them; attention sinks (``s_aux``) are refused.
     """
     normalize = _normalizer(kind, k, alpha, n_iter, impl)
 

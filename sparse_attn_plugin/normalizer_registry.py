@@ -1,14 +1,10 @@
 """The attention normalisers, one entry each: the table every list of them is derived from.
 
-An entry (:class:`NormalizerSpec`) says how the normaliser's module is made and from which
-options, its function of a tensor, where it may stand (sites, model families), whether
-fertilities bound it and whether Hugging Face transformers models are offered it. From
-:data:`SPECS` come ``--attn-fn``'s names and their checks (``site_normalizers``), the
-library's ``NAMES``, ``COMPILED``, ``CONSTRAINED`` and ``build_normalizer``,
-``huggingface.KINDS``, ``sparse_lstm.LSTM_NAMES`` and the comparison's rows. A new
-normaliser is its class (``normalizers/``), its function (``functional``, if it has one),
-one entry here, and its row in the docs' tables, which tests/unit/test_registry.py holds to
-this one.
+From :data:`SPECS` (one :class:`NormalizerSpec` each) come ``--attn-fn``'s names and checks
+(``site_normalizers``), the library's ``NAMES``, ``COMPILED``, ``CONSTRAINED`` and
+``build_normalizer``, ``huggingface.KINDS``, ``sparse_lstm.LSTM_NAMES`` and the
+comparison's rows. A new normaliser is its class (``normalizers/``), its function
+(``functional``), one entry here and its row in the docs' tables (tests/unit/test_registry.py).
 
 Torch-free, as :mod:`.sites`: classes and functions are named (:class:`Lazy`) and imported
 when first called, so that compare and results_index start without torch.
@@ -44,22 +40,15 @@ class Lazy:
 
 @dataclass(frozen=True)
 class NormalizerSpec:
-    """One normaliser, by its command-line name.
+    """One normaliser, by ``name``: what ``--attn-fn`` and the per-site flags take.
 
-    Attributes:
-        name: what ``--attn-fn`` and the per-site flags take.
-        normalizer: its module's class, or a :class:`Lazy` name of it.
-        options: the :class:`~.normalizers.NormalizerOptions` fields its class takes, in
-            order (after the number of heads where ``per_head``).
-        per_head: whether its class takes the number of heads first.
-        function: its function of a tensor (:mod:`.functional`), if any.
-        huggingface: where Hugging Face transformers models are offered it
-            (:mod:`.huggingface`), the options of ``function`` that their attention
-            function passes on (of ``k``, ``alpha``, ``n_iter``, ``impl``); else None.
-        sites: the attention sites it may stand at.
-        models: the model families that can use it (:data:`MODELS`).
-        constrained: whether fertilities bound its weights: it is called as
-            ``normalizer(scores, upper)``.
+    ``normalizer`` is its module's class (or a :class:`Lazy` name of it), taking first the
+    number of heads where ``per_head``, then the :class:`~.normalizers.NormalizerOptions`
+    fields ``options`` names; ``function`` its function of a tensor (:mod:`.functional`),
+    if any; ``huggingface``, where transformers models are offered it, the options of
+    ``function`` their attention function passes on (of ``k``, ``alpha``, ``n_iter``,
+    ``impl``), else None; ``sites`` and ``models`` (:data:`MODELS`) where it may stand;
+    ``constrained``, whether fertilities bound it, called as ``normalizer(scores, upper)``.
     """
 
     name: str
