@@ -1,22 +1,15 @@
 """Per-head attention statistics of a trained model, measured under teacher forcing.
 
-For every attention module (layer and site) and head, over the queries at real
-(non-padding) positions and the keys the masks allow (masked keys are zero for every
-normaliser and are not counted):
-
-* sparsity: the fraction of attention weights that are exactly zero;
-* entropy ``H(p) = -sum_j p_j log p_j`` (nats, ``0 log 0 = 0``), averaged over queries;
-* learned alpha, for alpha-entmax normalisers;
-
-and per module the head diversity of Correia et al. (2019, section 5.2), the
-Jensen-Shannon divergence between its heads' distributions for the same query,
-``JS(p_1 .. p_H) = H((1/H) sum_h p_h) - (1/H) sum_h H(p_h)`` (0 when all heads agree,
-at most ``log H``), averaged over queries.
-
-The modules read are the transformers' normalisers (``encoder.layers.N.self_attn``,
-``decoder.layers.N.self_attn`` and ``decoder.layers.N.encoder_attn``) and the
-``sparse_lstm`` decoder's one attention over the source (``decoder.attention``), its
-``decoder_cross`` site at layer 0.
+For every attention module (layer and site) and head, over the queries at real positions
+and the keys the masks allow (masked keys, zero for every normaliser, are not counted):
+sparsity, the share of weights exactly zero; entropy ``H(p) = -sum_j p_j log p_j`` (nats,
+``0 log 0 = 0``) averaged over queries; learned alpha, for alpha-entmax. Per module, the
+head diversity of Correia et al. (2019, section 5.2): the Jensen-Shannon divergence
+``JS(p_1 .. p_H) = H((1/H) sum_h p_h) - (1/H) sum_h H(p_h)`` between its heads' weights
+for a query (0 when all agree, at most ``log H``), averaged over queries. Modules read:
+``encoder.layers.N.self_attn``, ``decoder.layers.N.self_attn``,
+``decoder.layers.N.encoder_attn`` and the ``sparse_lstm`` decoder's ``decoder.attention``
+(its ``decoder_cross`` site at layer 0).
 """
 
 from collections import defaultdict

@@ -2,18 +2,13 @@
 models does.
 
     sparse-attn-analyze heads CHECKPOINT --data DIR [--subset valid] [--out DIR]
-        per layer, site and head: share of exactly-zero weights, entropy, learned alpha;
-        per layer and site: head diversity (Jensen-Shannon divergence between heads);
-        writes NAME-heads.csv, NAME-heads.md and, for learned alphas, NAME-alphas.png
     sparse-attn-analyze trajectory CHECKPOINT_OR_SAVE_DIR ... [--out DIR]
-        learned alpha of every head across the checkpoints of a run (a save dir: every
-        epoch and update checkpoint in it): NAME-alpha-trajectory.{csv,png}
     sparse-attn-analyze maps CHECKPOINT_A CHECKPOINT_B --data DIR --sentence N [--out DIR]
-        one sentence's attention (teacher-forced on its reference) of a layer and site,
-        for two models side by side: NAME-maps.png
 
-Statistics are measured under teacher forcing on the references of ``--subset``; see
-:mod:`sparse_attn_plugin.analysis.attention_stats` for the definitions.
+``heads``: each head's zero share, entropy and learned alpha, each module's head diversity
+(:mod:`.attention_stats`), teacher-forced on ``--subset``'s references; ``trajectory``:
+each head's learned alpha across a run's checkpoints; ``maps``: one sentence's attention,
+two models side by side. The files each writes: README.md, "Analysing attention".
 """
 
 import csv

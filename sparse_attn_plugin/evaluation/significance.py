@@ -1,22 +1,14 @@
 """Paired bootstrap resampling for corpus BLEU (Koehn 2004, "Statistical Significance
 Tests for Machine Translation Evaluation", EMNLP).
 
-Two systems translate the same :math:`N` sentences. Draw :math:`B` test sets of
-:math:`N` sentences with replacement, the same draws for both systems, and score both
-on each draw from their per-sentence BLEU statistics (matched and total n-grams,
-hypothesis and reference lengths: summed, they give corpus BLEU exactly as sacreBLEU
-computes it). With :math:`d_b = \\mathrm{BLEU}_b(\\text{system}) -
-\\mathrm{BLEU}_b(\\text{baseline})`:
-
-- the 95% interval of the difference is the 2.5th to 97.5th percentile of the
-  :math:`d_b`;
-- the two-sided p-value is
-  :math:`p = \\min(1, 2\\,(\\min(\\#\\{d_b \\le 0\\}, \\#\\{d_b \\ge 0\\}) + 1) / (B + 1))`:
-  how often the draws put the difference on the other side of zero (the +1 keeps
-  :math:`p > 0` with finitely many draws).
-
-It measures how much the difference depends on which sentences the test set happens to
-hold; it says nothing about training again with another seed.
+Draw :math:`B` test sets of the :math:`N` sentences with replacement, the same draws for
+system and baseline, and score both on each from their summed per-sentence BLEU
+statistics (exactly sacreBLEU's corpus BLEU). With :math:`d_b` the system's BLEU minus the
+baseline's on draw :math:`b`, the 95% interval is the 2.5th to 97.5th percentile of the
+:math:`d_b` and the two-sided p-value is
+:math:`p = \\min(1, 2\\,(\\min(\\#\\{d_b \\le 0\\}, \\#\\{d_b \\ge 0\\}) + 1) / (B + 1))`
+(the +1 keeps :math:`p > 0`). It measures how much the difference depends on the test
+sentences, not on training again with another seed (docs/scoring.md).
 """
 
 from dataclasses import dataclass

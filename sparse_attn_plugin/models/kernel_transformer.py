@@ -5,19 +5,12 @@ Dissection"; the authors released no code).
     fairseq-train DATA --user-dir sparse_attn_plugin --arch kernel_transformer_iwslt_de_en \\
         --kernel exponential --kernel-symmetric --pe-integration product_sym --no-value-pe
 
-See :mod:`sparse_attn_plugin.modules.kernel_attention` for the kernels and integrations.
-Token embeddings carry no positional embedding: positions enter each attention site
-listed by ``--pe-sites`` (all three by default; ``none`` gives the model no positional
-information at all, the paper's Table 3 ablation).
-
-The exception is ``--pe-integration direct_sum_input``, the paper's direct sum as
-Vaswani et al. (and fairseq's ``transformer``) build it, the model of Tsai et al.'s
-direct-sum rows (Tables 1 and 2, Table 4's "with value PE"; 33.98 BLEU): the sinusoid
-is added once, to the scaled token embeddings (``sqrt(C) E[w] + t``, fairseq's
-sinusoidal positional embedding), and every attention site is the plain kernel
-``kern(x_q, x_k)`` on its layer's input ``x``, values ``x W_v``. Positions reach the
-kernels of later layers through the residual stream alone, so neither ``--pe-sites``
-nor ``--no-value-pe`` applies. With the exponential kernel this is fairseq's transformer.
+Token embeddings carry no positional embedding: positions enter each site of ``--pe-sites``
+(kernels and integrations: :mod:`sparse_attn_plugin.modules.kernel_attention`). The
+exception, ``--pe-integration direct_sum_input`` (the paper's direct sum, as Vaswani et
+al. build it), adds the sinusoid once to the token embeddings, takes plain kernels at every
+site, and with the exponential kernel is fairseq's transformer. Flags: docs/methods.md,
+"Kernel attention".
 """
 
 import argparse
