@@ -1,35 +1,15 @@
 """``sparse-attn-compare``: kinds of attention trained and scored side by side on one
 corpus; ``make demo`` is this command on the bundled synthetic corpus.
 
-Each row (a kind of attention: :mod:`.comparison.models`) trains with ``fairseq-train``
-and the same architecture, data, seed and stopping rule until its validation loss stops
-improving or its time budget ends, then translates every test split with
-``fairseq-generate`` (beam 5) and is scored (:mod:`.comparison.run`): BLEU on each test
-split with sacreBLEU's signature, METEOR, REP and DROP (fast_align trained on the
-corpus), validation curve, exactly-zero attention shares and learned alphas per site,
-training and decoding speed as ratios to softmax in the same run, and each row's BLEU
-difference to softmax with a paired bootstrap interval (:mod:`.comparison.paired`);
-with ``--model paper``, fairseq's ``transformer_iwslt_de_en`` with its IWSLT14
-recipe, for a GPU (:mod:`.comparison.models`); with ``--train-flags`` and
-``--generate-flags``, fairseq flags passed on to every row's commands (``--fp16``;
-:mod:`.comparison.passed_flags`);
-with ``--decode-with NAME``, every row also decoded with normaliser NAME at every site
-(:mod:`.comparison.switch`); with ``--tune-lenpen GRID``, every row also translated at
-the length penalty of GRID it does best with on the validation split
-(:mod:`.comparison.lenpen`).
-Writes ``README.md``, ``comparison.json``, the figures and every row's translations
-(:mod:`.comparison.translations`) to ``--out`` (by default
-``WORK_DIR/report``: a user's run never rewrites the committed ``results/``).
-Resumable row by row: run the same command again after an interruption and finished
-rows are not trained again, nor are the rows ``--out`` already holds (a committed
-comparison) with the same settings.
+Every row (a kind of attention, :mod:`.comparison.models`) trains with the same
+architecture, data, seed and stopping rule, translates every test split with beam 5, and
+is scored and paired with softmax (:mod:`.comparison.run`, :mod:`.comparison.paired`).
+The report, its record, figures and translations go to ``--out`` (``WORK_DIR/report`` by
+default: a user's run never rewrites ``results/``); a run resumes row by row. Flags, the
+report and resuming: README.md, "Comparing kinds of attention on a corpus".
 
-    make demo                                        # the synthetic corpus, offline
-    python -m sparse_attn_data.multi30k_de_en               # then:
     sparse-attn-compare --data data-bin/multi30k_de_en
     sparse-attn-compare --data DIR --rows softmax,entmax15 --smoke   # a quick check
-    sparse-attn-compare --data data-bin/iwslt14_de_en --model paper \
-        --train-flags --fp16 --generate-flags --fp16                 # on a GPU
 """
 
 import argparse

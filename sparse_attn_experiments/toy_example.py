@@ -1,18 +1,13 @@
 """The toy example of Malaviya et al. (2018), Figure 1: four attention transforms on
 three decoder steps over three source words of fertility 1.
 
-The step scores are the paper's: ``z1 = (1.2, 0.8, -0.2)``, ``z2 = (0.7, 0.9, 0.1)``,
-``z3 = (-0.2, 0.2, 0.9)``. softmax and sparsemax normalise each step on its own;
-csoftmax and csparsemax bound step ``t`` by what is left of each word's fertility,
-``u_t = max(0, f - beta_{t-1})`` with ``beta_{t-1}`` the attention received so far
-(``beta_0 = 0``), so no word can receive more than its fertility in total. Every number
-comes from the library's own normalisers (:func:`~sparse_attn_plugin.normalizers.
-build_normalizer`); nothing is re-derived here.
+The step scores are the paper's (:data:`SCORES`). softmax and sparsemax normalise each step
+on its own; csoftmax and csparsemax bound step ``t`` by what is left of each word's
+fertility, ``u_t = max(0, f - beta_{t-1})``, ``beta_{t-1}`` the attention received so far
+(``beta_0 = 0``), so no word receives more than its fertility in total. Every number comes
+from the library's normalisers (:func:`~sparse_attn_plugin.normalizers.build_normalizer`).
 
-    sparse-attn-toy-example --out results/constrained
-
-writes ``figure1.md`` (a table with the command, commit and machine that produced it)
-and ``figure1.json``.
+    sparse-attn-toy-example --out results/constrained   # figure1.md (with provenance), .json
 """
 
 import shlex

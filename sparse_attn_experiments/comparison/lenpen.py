@@ -1,23 +1,14 @@
 """Beam search's length penalty tuned on the validation split, for every row alike
 (``sparse-attn-compare --tune-lenpen 1,1.5,2,3``).
 
-fairseq's beam search ranks finished hypotheses by their log-probability divided by
-their length to the power ``--lenpen`` (1 by default, what a comparison's own decoding
-uses): a larger penalty favours longer translations. A row whose translations run
-shorter than the references (hyp/ref below 1, which BLEU's brevity penalty charges) may
-owe its gap to softmax to where its beam search ends sentences rather than to what it
-translates. Each row's best checkpoint translates the ``valid`` split at every penalty
-of the grid; the one with the highest validation BLEU (the first of the grid on a tie)
-translates every test split, and is paired with softmax's translations at softmax's own
-tuned penalty (paired bootstrap, Koehn 2004). Tuning the penalty on held-out data is the
-usual NMT practice (Wu et al. 2016, GNMT, section 7); tuning it for every row alike
-keeps the comparison fair.
-
-The record, :data:`KEY` of a row: ``{"grid": [penalty, ...], "valid": {penalty: BLEU},
-"lenpen": chosen, "bleu": {split: BLEU}, "length_ratio": {split: hyp/ref},
-"vs_softmax": {split: PairedBleu.record()}}`` (penalties as ``str``, JSON's keys;
-``vs_softmax`` on every row but softmax's, where both were tuned; ``vs_softmax_untested``,
-as :data:`.paired.UNTESTED`, instead where the two trained to different points).
+fairseq ranks finished hypotheses by log-probability over length to the power ``--lenpen``
+(1 by default): a larger penalty favours longer translations, so a row translating short
+(hyp/ref below 1, charged by BLEU's brevity penalty) may owe its gap to softmax to where
+its beam search ends sentences. Each row's best checkpoint translates ``valid`` at every
+penalty of the grid; the best (the first on a tie) translates every test split, paired
+with softmax's at its own tuned penalty (Koehn 2004). Tuning on held-out data is the
+usual NMT practice (Wu et al. 2016, GNMT, section 7); tuning every row alike keeps the
+comparison fair.
 """
 
 from pathlib import Path
@@ -31,6 +22,10 @@ from .corpus import Corpus
 from .paired import still_matches, stopped_apart, untested
 from .run import generate_flags_here, save_row, translate
 
+#: A row's record: ``{"grid": [penalty, ...], "valid": {penalty: BLEU}, "lenpen": chosen,
+#: "bleu": {split: BLEU}, "length_ratio": {split: hyp/ref}, "vs_softmax": {split:
+#: PairedBleu.record()}}``, penalties as ``str`` (JSON's keys); ``vs_softmax`` on every row
+#: but softmax's where both were tuned, :data:`UNTESTED` instead where they stopped apart.
 KEY = "tuned_lenpen"
 #: The key, in place of ``vs_softmax``, of a row trained to another point than softmax's.
 UNTESTED = "vs_softmax_untested"

@@ -2,16 +2,14 @@
 attention per row, every other setting shared.
 
 * ``tiny``: the demo's 2+2-layer, 64-dim transformer (4 heads), for the synthetic corpus;
-* ``small``: a 3+3-layer, 128-dim transformer (4 heads, 512-dim feed-forward, dropout
-  0.3), sized for a real corpus of Multi30k's size on 2 CPU cores (its speed there:
-  results/multi30k/);
-* ``paper``: fairseq's ``transformer_iwslt_de_en`` (6+6 layers, 512-dim, 4 heads,
-  1024-dim feed-forward), the model Zhao et al. and Tsai et al. train on IWSLT14 De-En,
-  with fairseq's IWSLT14 recipe (as README's training loop and
-  ``configs/tsai2019_kernel.json``), for a GPU;
-* ``lstm``: a 1-layer BiLSTM encoder and LSTM decoder with input feeding, 256 units and
-  256-dim embeddings, dropout 0.3, trained with Adam: Malaviya et al. (2018)'s model
-  (OpenNMT's 2 layers of 500 units, SGD) cut down to fit a CPU.
+* ``small``: 3+3 layers, 128-dim, 4 heads, 512-dim feed-forward, dropout 0.3, sized for a
+  corpus of Multi30k's size on 2 CPU cores (its speed there: results/multi30k/);
+* ``paper``: fairseq's ``transformer_iwslt_de_en`` (6+6 layers, 512-dim, 4 heads, 1024-dim
+  feed-forward), Zhao et al.'s and Tsai et al.'s IWSLT14 De-En model, with fairseq's
+  IWSLT14 recipe (as README's training loop), for a GPU;
+* ``lstm``: a 1-layer BiLSTM encoder and an input-feeding LSTM decoder, 256 units and
+  256-dim embeddings, dropout 0.3, Adam: Malaviya et al. (2018)'s model (OpenNMT's 2
+  layers of 500 units, SGD) cut down to fit a CPU.
 """
 
 from dataclasses import dataclass

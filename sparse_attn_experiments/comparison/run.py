@@ -1,26 +1,15 @@
-"""One row of a comparison: trained with ``fairseq-train`` until its validation loss
-stops improving (``--patience`` validations without a better one), its time budget ends
-(``--stop-time-hours``: training time, kept across resumptions) or the update cap is
-reached; then its best checkpoint translates every test split (``fairseq-generate``,
-beam 5) and is scored.
+"""One row of a comparison: trained with ``fairseq-train`` until its validation loss stops
+improving (``--patience``), its training time (``--stop-time-hours``, kept across
+resumptions) ends or the update cap is reached; then its best checkpoint translates every
+test split (``fairseq-generate``, beam 5) and is scored.
 
-Resumable row by row, under ``WORK/ROW``: ``spec.json`` holds the commands' flags (other
-flags for the model, its data or its decoding start the row afresh; ``--cpu`` does not,
-so a folder trained on a GPU is reused on a CPU and the other way round); ``trained.json``
-marks the training finished and names the machine, so a trained model is not trained
-again; ``row.json`` holds the finished row, so a finished row is only read (a row scored
-where Java was missing gets its METEOR from its saved translations when a later run has
-it, and a row scored before the length ratios were recorded gets them so). An
-interrupted training resumes from its ``checkpoint_last.pt``; so does a row that stopped
-at the update cap or its time budget when either is raised (a converged row stays as it
-is).
-
-Every row's record carries its ``spec``, so a comparison already written to ``--out`` (a
-committed ``comparison.json``) seeds the rows whose work folder holds no training of
-the same model: a row recorded there with the same model, data and decoding is reused,
-not trained again, while a training of that model already under way in the work folder
-(its checkpoints) is resumed, never replaced by the record. A long
-comparison thus finishes over several sessions on machines that keep only the results.
+Resumable under ``WORK/ROW``: ``spec.json`` holds the commands' flags (other model, data or
+decoding flags start afresh; ``--cpu`` does not), ``trained.json`` marks the training done
+and names its machine, ``row.json`` holds the finished row, completed later with what it
+lacks (METEOR where Java was missing, length ratios). An interrupted training, or one that
+stopped at a cap or budget since raised, resumes from ``checkpoint_last.pt``. Every record
+carries its ``spec``, so one already in ``--out`` seeds a work folder holding no training
+of that model (README.md, "Comparing kinds of attention on a corpus").
 """
 
 import json
