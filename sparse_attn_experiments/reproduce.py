@@ -45,7 +45,7 @@ from .checkpoint_averaging import AveragingError, average_last
 from .pipeline import device_flags
 from .reproduction.batch import BatchError, keep_batch, where
 from .reproduction.config import (
-    DEFAULT_METRICS,
+    Config,
     ConfigError,
     averaging,
     averaging_problem,
@@ -54,11 +54,8 @@ from .reproduction.config import (
     load_config,
     only_tables,
     override_flags,
-    paper_setting,
     post_process_of,
     resolve_tables,
-    run_setting,
-    run_settings,
     slug,
     training_budget,
     training_length,
@@ -84,12 +81,12 @@ logger = logging.getLogger(__spec__.name)
 SMOKE_CORPUS = {"train": 20000, "valid": 500, "test": 1000}
 
 
-def check_data(config: dict, datas: Dict[Optional[str], Path], smoke: bool) -> Optional[str]:
+def check_data(config: Config, datas: Dict[Optional[str], Path], smoke: bool) -> Optional[str]:
     """One line saying why this run's fertility sources and metrics cannot be had
     (from its corpora ``datas``, or for want of Java, Meteor or sil-thot), or None:
     checked before anything is trained, not after."""
     rows = [row for _, rows in resolve_tables(config, smoke) for row in rows]
-    metrics = config.get("metrics", DEFAULT_METRICS)
+    metrics = config.metrics
     if "METEOR" in metrics:
         if shutil.which("java") is None:
             return JAVA_MISSING
@@ -162,15 +159,15 @@ class Trained:
     records: Dict[str, dict]
 
 
-def valid_bleu(config: dict, smoke: bool, corpus: Optional[str], data: Path, work: Path,
+def valid_bleu(config: Config, smoke: bool, corpus: Optional[str], data: Path, work: Path,
                name: str, checkpoint: Path) -> float:
     """BLEU of training ``name``'s ``checkpoint`` on the validation split, as the run
     decodes and scores."""
-    settings = run_settings(config, smoke, corpus)
+    settings = config.run_settings(smoke, corpus)
     log = work / f"select-{slug(name)}-{checkpoint.stem}.log"
-    output = pipeline.generate(data, checkpoint, [*settings["generate_flags"], "--gen-subset",
+    output = pipeline.generate(data, checkpoint, [*settings.generate_flags, "--gen-subset",
                                                   "valid", *device_flags()], log).output
-    return corpus_bleu(output.hypotheses, output.references, **settings["bleu"]).score
+    return corpus_bleu(output.hypotheses, output.references, **settings.bleu).score
 
 
 def training_runs(rows: List[dict]) -> List[tuple]:
@@ -180,7 +177,7 @@ def training_runs(rows: List[dict]) -> List[tuple]:
                               for r in rows for seed, name in r["candidates"].items()))
 
 
-def plan(config: dict, rows: List[dict], datas: Dict[Optional[str], Path], smoke: bool,
+def plan(config: Config, rows: List[dict], datas: Dict[Optional[str], Path], smoke: bool,
          updates: Optional[int]) -> List[str]:
     """What the run will do, said before it trains: where it trains, each training, how
     long it lasts and the tokens it reads (its batch per update, or its corpus's target
@@ -193,15 +190,15 @@ def plan(config: dict, rows: List[dict], datas: Dict[Optional[str], Path], smoke
         if training_length(config, smoke, corpus, updates)[1] == "epochs":
             reads = f"{target_tokens(datas[corpus]):,} target tokens each"
         else:
-            reads = keep_batch([*run_settings(config, smoke, corpus)["train_flags"],
-                                *config["models"][model]],
-                               (paper_setting(config, smoke, "batch", corpus) or {}).get(
+            reads = keep_batch([*config.run_settings(smoke, corpus).train_flags,
+                                *config.models[model]],
+                               (config.paper_setting(smoke, "batch", corpus) or {}).get(
                                    "gpus"))[1]
         lines.append(f"  train {name!r}: {budget} of {reads}")
     return lines
 
 
-def time_estimate(config: dict, runs: List[tuple], datas: Dict[str, Path], smoke: bool,
+def time_estimate(config: Config, runs: List[tuple], datas: Dict[str, Path], smoke: bool,
                   updates: Optional[int], updates_per_second: float,
                   words_per_second: float) -> str:
     """A line saying about how long the run's trainings take at the speed the first one
@@ -222,18 +219,18 @@ def time_estimate(config: dict, runs: List[tuple], datas: Dict[str, Path], smoke
             "speed, and decoding and scoring come on top)")
 
 
-def batch_problem(config: dict, rows: List[dict], smoke: bool) -> Optional[str]:
+def batch_problem(config: Config, rows: List[dict], smoke: bool) -> Optional[str]:
     """One line if a training cannot keep the paper's batch on this machine, else None."""
     for _, model, _, corpus, _ in training_runs(rows):
-        flags = [*run_settings(config, smoke, corpus)["train_flags"], *config["models"][model]]
+        flags = [*config.run_settings(smoke, corpus).train_flags, *config.models[model]]
         try:
-            keep_batch(flags, (paper_setting(config, smoke, "batch", corpus) or {}).get("gpus"))
+            keep_batch(flags, (config.paper_setting(smoke, "batch", corpus) or {}).get("gpus"))
         except BatchError as err:
             return f"{model}" + (f" on {corpus}" if corpus else "") + f": {err}"
     return None
 
 
-def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
+def train_models(config: Config, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
                  work: Path, smoke: bool, updates: Optional[int], metrics: List[str]) -> Trained:
     """Train each training run the rows need once (model, fertility data, corpus, seed),
     with the paper's batch per update; average its last checkpoints, or its best window
@@ -250,22 +247,22 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
                                   updates_per_second, words_per_second))
 
     for i, (name, model, source, corpus, seed) in enumerate(runs, 1):
-        settings = run_settings(config, smoke, corpus)
-        max_update = updates or settings["max_update"]
+        settings = config.run_settings(smoke, corpus)
+        max_update = updates or settings.max_update
         average, windows = averaging(config, smoke, corpus)
         source_data = prepared[corpus].fertility.get(source)
         flags, batch = keep_batch(
-            fill_placeholders([*settings["train_flags"], *config["models"][model],
+            fill_placeholders([*settings.train_flags, *config.models[model],
                                *(["--seed", str(seed)] if seed is not None else [])],
                               source_data),
-            (paper_setting(config, smoke, "batch", corpus) or {}).get("gpus"))
+            (config.paper_setting(smoke, "batch", corpus) or {}).get("gpus"))
         logger.info(f"{i}/{len(runs)} train {name!r}: {max_update} updates of {batch}")
         try:
             result = pipeline.train(done.data[name], work / slug(name),
                                     [*flags, *device_flags()], max_update, desc=name,
                                     fresh=smoke, on_speed=estimate if i == 1 else None)
         except RuntimeError as err:
-            if model not in config.get("may_diverge", []):
+            if model not in config.may_diverge:
                 raise
             logger.warning(f"{name!r} did not train: {err}")
             done.records[name] = {"failed": str(err)}
@@ -296,7 +293,7 @@ def train_models(config: dict, rows: List[dict], prepared: Dict[Optional[str], C
     return done
 
 
-def pick_seed(config: dict, smoke: bool, row: dict, done: Trained, work: Path) -> None:
+def pick_seed(config: Config, smoke: bool, row: dict, done: Trained, work: Path) -> None:
     """Enter the best of a row's candidate trainings by validation BLEU under the row's
     ``train`` name, with the chosen seed and every candidate's validation BLEU."""
     scores = {}
@@ -321,7 +318,7 @@ def pick_seed(config: dict, smoke: bool, row: dict, done: Trained, work: Path) -
                                   "valid_bleu_by_seed": scores}
 
 
-def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
+def decode_rows(config: Config, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
                 trained: Trained, work: Path, smoke: bool, metrics: List[str]):
     """Decode and score every distinct decoding of the rows: ``({key: measurements},
     {key: generate output})``."""
@@ -335,7 +332,7 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
             if "failed" in trained.records[row["train"]]:
                 decoded[row["key"]] = {"failed": trained.records[row["train"]]["failed"]}
                 continue
-            settings = run_settings(config, smoke, row["corpus"])
+            settings = config.run_settings(smoke, row["corpus"])
             overrides, extra = row.get("overrides", {}), row.get("generate", [])
             subset = ["--gen-subset", row["subset"]] if row["subset"] else []
             logger.info(f"decode {row['train']!r}"
@@ -346,12 +343,12 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
                         + "-" + " ".join(extra + subset))
             generated = pipeline.generate(
                 trained.data[row["train"]], trained.checkpoints[row["train"]],
-                [*settings["generate_flags"], *extra, *subset, *device_flags(),
+                [*settings.generate_flags, *extra, *subset, *device_flags(),
                  *override_flags(overrides)],
                 work / f"generate-{name}.log")
             meteor = None
             if "METEOR" in metrics:
-                language = run_setting(config, smoke, "meteor", corpus=row["corpus"])["language"]
+                language = config.run_setting(smoke, "meteor", corpus=row["corpus"])["language"]
                 if language not in meteors:
                     meteors[language] = Meteor(language)
                 meteor = meteors[language]
@@ -359,7 +356,7 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
             scores = scoring.score(
                 output.hypotheses, output.references, output.sources,
                 [name for name in scoring.with_bleu(metrics) if name in scoring.METRICS],
-                bleu_options=settings["bleu"], meteor=meteor,
+                bleu_options=settings.bleu, meteor=meteor,
                 aligner=prepared[row["corpus"]].drop_aligner,
                 symmetrizations=drop["symmetrize"])
             decoded[row["key"]] = {
@@ -372,12 +369,12 @@ def decode_rows(config: dict, rows: List[dict], prepared: Dict[Optional[str], Co
     return decoded, outputs
 
 
-def measure(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
+def measure(config: Config, datas: Dict[Optional[str], Path], work: Path, smoke: bool,
             updates: int = None) -> dict:
     """Prepare each corpus (``datas``: the config's under None, others by name), train
     the models, decode and score the rows: ``{"trained": {run: ...}, "decoded":
     {decoding key: measurements}, ...}``."""
-    metrics = config.get("metrics", list(DEFAULT_METRICS))
+    metrics = config.metrics
     drop = drop_settings(config, smoke)
     tables = resolve_tables(config, smoke)
     rows = [row for _, table_rows in tables for row in table_rows]
@@ -388,14 +385,14 @@ def measure(config: dict, datas: Dict[Optional[str], Path], work: Path, smoke: b
         folder = work if corpus is None else work / slug(corpus)
         prepared[corpus] = prepare_corpus(
             datas[corpus], folder, sources, metrics, drop,
-            run_settings(config, smoke, corpus)["generate_flags"])
+            config.run_settings(smoke, corpus).generate_flags)
     trained = train_models(config, rows, prepared, work, smoke, updates, metrics)
     decoded, outputs = decode_rows(config, rows, prepared, trained, work, smoke, metrics)
     if "BLEU" in metrics:
         pair_with_first_rows(tables, decoded, outputs,
-                             lambda corpus: run_settings(config, smoke, corpus)["bleu"])
+                             lambda corpus: config.run_settings(smoke, corpus).bleu)
     results = {"trained": trained.records, "decoded": decoded,
-               "max_update": updates or run_settings(config, smoke)["max_update"],
+               "max_update": updates or config.run_settings(smoke).max_update,
                "metrics": metrics}
     aligners = {path: {**about, "corpus": corpus} for corpus, p in prepared.items()
                 if p.aligners for path, about in p.aligners.describe().items()}
@@ -451,7 +448,7 @@ class Request:
 
     args: argparse.Namespace
     argv: List[str]
-    config: dict
+    config: Config
     rows: List[dict]
     work: Path
     out: Path
@@ -485,12 +482,12 @@ def checked_args(args, argv: List[str]) -> Request:
                or (refusal and f"--train-flags {args.train_flags!r}: {refusal}"))
     if problem:
         raise Refused(problem)
-    work = args.work_dir or Path(".work") / (config["name"] + ("-smoke" if args.smoke else ""))
+    work = args.work_dir or Path(".work") / (config.name + ("-smoke" if args.smoke else ""))
     given = dict(item.partition("=")[::2] for item in args.corpus_data)
-    unknown = [n for n in given if n not in config.get("corpora", {}) or not given[n]]
+    unknown = [n for n in given if n not in config.corpora or not given[n]]
     if unknown:
         raise Refused(f"--corpus-data {unknown[0]}=DIR: the config's corpora are "
-                      f"{', '.join(config.get('corpora', {})) or 'none'}")
+                      f"{', '.join(config.corpora) or 'none'}")
     return Request(args, argv, config, rows, work, args.out or work / "report", given)
 
 

@@ -28,6 +28,7 @@ from .comparison.report import score_cell, score_columns, stopped_cell
 from .provenance import gpu_of, provenance_header
 from .reproduction.config import (
     SCORES,
+    Config,
     ConfigError,
     drop_settings,
     load_config,
@@ -63,7 +64,7 @@ def _label(metric: str, symmetrization: str) -> str:
     return f"DROP ({symmetrization})" if metric == "DROP" else SPEEDS.get(metric, metric)
 
 
-def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
+def _compare(config: Config, record: dict, smoke: bool) -> List[List[str]]:
     """``[table, row, ours, paper]`` for every row of every table the record holds; our
     DROP named with the symmetrisation the run reports it with (the first of the config's
     ``drop.symmetrize``, as its report says), the paper's with
@@ -74,14 +75,14 @@ def _compare(config: dict, record: dict, smoke: bool) -> List[List[str]]:
     for table, rows in resolve_tables(config, smoke):
         if not all(row["key"] in record["decoded"] and row["train"] in record["trained"]
                    for row in rows):
-            lines.extend([table["title"], row["label"], STALE, "-"]
+            lines.extend([table.title, row["label"], STALE, "-"]
                          for row in dict((r["row"], r) for r in rows).values())
             continue
         compared = row_comparisons(rows, record["decoded"], record["trained"], metrics)
         for group, cells in compared:
             shown = [m for m in metrics if m == "BLEU" or cells[m][1] != "-"
                      or (m in beside_bleu() and cells[m][0] != "-")]
-            lines.append([table["title"], row_label(config, group[0]),
+            lines.append([table.title, row_label(config, group[0]),
                           "; ".join(f"{_label(m, ours)} {cells[m][0]}" for m in shown),
                           "; ".join(f"{_label(m, PUBLISHED_SYMMETRIZATION)} {cells[m][1]}"
                                     for m in shown)])
@@ -105,11 +106,11 @@ def _machines_note(folder: Path) -> str:
     return "none of its records was made on a GPU"
 
 
-def _full_scale(config: dict, config_path: Path, scripts: Path, folder: Path) -> str:
+def _full_scale(config: Config, config_path: Path, scripts: Path, folder: Path) -> str:
     """What a full run takes: the data to prepare, the command, the trainings; and what
     ``folder``'s records (the smoke run) say of GPUs."""
     rows = [row for _, rows in resolve_tables(config, False) for row in rows]
-    prepares = [config["prepare"], *(c["prepare"] for c in config.get("corpora", {}).values())]
+    prepares = [config.prepare, *(c.prepare for c in config.corpora.values())]
     trainings = {row["train"]: training_budget(config, False, row["corpus"]) for row in rows}
     budget = ", ".join(f"{sum(v == b for v in trainings.values())} x {b}"
                        for b in dict.fromkeys(trainings.values()))
@@ -119,15 +120,15 @@ def _full_scale(config: dict, config_path: Path, scripts: Path, folder: Path) ->
             f"{_machines_note(folder)}): "
             + "; ".join(f"`{p}`" for p in dict.fromkeys(prepares))
             + f"; then `{script}`"
-            + (" (its header lists the `--corpus-data` flags). " if config.get("corpora")
+            + (" (its header lists the `--corpus-data` flags). " if config.corpora
                else ". ")
             + f"{len(trainings)} trainings ({budget}); no record times them.\n")
 
 
 def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
     config = load_config(config_path)
-    folder = results / config["name"]
-    parts = [f"### {config['paper']}\n"]
+    folder = results / config.name
+    parts = [f"### {config.paper}\n"]
     for record_name, report_name, smoke in (("results.json", "README.md", False),
                                             ("smoke.json", "smoke.md", True)):
         if not (folder / record_name).is_file():
@@ -138,7 +139,7 @@ def paper_section(config_path: Path, results: Path, scripts: Path) -> str:
                 f"Smoke run (synthetic corpus, {record['max_update']} updates per model; its "
                 "numbers show that the pipeline runs, they are not comparable to the paper's)")
         minutes = f", {record['seconds'] / 60:.1f} min" if record.get("seconds") else ""
-        parts.append(f"{kind}: [{config['name']}/{report_name}]({config['name']}/{report_name})"
+        parts.append(f"{kind}: [{config.name}/{report_name}]({config.name}/{report_name})"
                      f" (commit `{about.get('commit', '?')}`, {about.get('machine', '?')}, "
                      f"{about.get('date', '?')}{minutes}).\n")
         ours = "ours (synthetic smoke)" if smoke else "ours"

@@ -82,8 +82,9 @@ the ``paper``'s figures). Optional:
 
 import json
 import re
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.evaluation.aligner import SYMMETRIZATIONS
@@ -139,17 +140,112 @@ def metrics_of(run: dict) -> List[str]:
     return with_bleu(run.get("metrics", list(DEFAULT_METRICS)))
 
 
+# -- a checked config ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """A table row: the model it decodes, how, and the paper's figures."""
+
+    label: str
+    model: str
+    overrides: dict = field(default_factory=dict)
+    generate: List[str] = field(default_factory=list)
+    fertility_source: Optional[str] = None
+    paper: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A paper's table: its title, rows and how they are trained and decoded."""
+
+    title: str
+    rows: Tuple[Row, ...]
+    fertility_source: Optional[str] = None
+    smoke_only: bool = False
+    corpus: Optional[str] = None
+    seeds: Optional[List[int]] = None
+    subset: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """The settings of a run: the config's own, its ``smoke`` section's or a corpus's
+    (None: not given there)."""
+
+    train_flags: Optional[List[str]] = None
+    max_update: Optional[int] = None
+    generate_flags: Optional[List[str]] = None
+    bleu: Optional[dict] = None
+    settings_note: Optional[str] = None
+    data: Optional[str] = None
+    prepare: Optional[str] = None
+    meteor: Optional[dict] = None
+    drop: Optional[dict] = None
+    fertility_source: Optional[str] = None
+    average_last: Optional[int] = None
+    select: Optional[dict] = None
+    batch: Optional[dict] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config(RunSection):
+    """A checked config: its own run settings, the smoke section's, the corpora's, the
+    models and the tables."""
+
+    name: str
+    paper: str
+    smoke: RunSection
+    models: Dict[str, List[str]]
+    tables: Tuple[Table, ...]
+    metrics: List[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    corpora: Dict[str, RunSection] = field(default_factory=dict)
+    may_diverge: List[str] = field(default_factory=list)
+
+    def run_settings(self, smoke: bool, corpus: Optional[str] = None) -> RunSection:
+        """The flags, ``max_update``, ``bleu`` (and the like) of a run on ``corpus``: the
+        ``smoke`` section in smoke runs, else the corpus's own over the config's."""
+        if smoke:
+            return self.smoke
+        if corpus is None:
+            return self
+        own = self.corpora[corpus]
+        return replace(self, **{f.name: getattr(own, f.name) for f in fields(RunSection)
+                                if getattr(own, f.name) is not None})
+
+    def run_setting(self, smoke: bool, key: str, default=None, corpus: Optional[str] = None):
+        """An optional setting of the run: the smoke section's own in smoke runs, else the
+        corpus's or the config's, else ``default``."""
+        value = getattr(self.smoke, key) if smoke else None
+        if value is None:
+            value = getattr(self.run_settings(False, corpus), key)
+        return default if value is None else value
+
+    def paper_setting(self, smoke: bool, key: str, corpus: Optional[str] = None):
+        """A setting that goes with the paper's training flags (``average_last``,
+        ``select``, ``batch``): the smoke section's own in smoke runs (never inherited),
+        else the corpus's or the config's, else None."""
+        return getattr(self.smoke if smoke else self.run_settings(False, corpus), key)
+
+
+def _built(config: dict) -> Config:
+    """The :class:`Config` of a checked config's parsed JSON."""
+    tables = tuple(Table(**{**table, "rows": tuple(Row(**row) for row in table["rows"])})
+                   for table in config["tables"])
+    corpora = {name: RunSection(**corpus) for name, corpus in config.get("corpora", {}).items()}
+    return Config(**{**config, "smoke": RunSection(**config["smoke"]), "tables": tables,
+                     "corpora": corpora})
+
+
 # -- reading and checking a config ------------------------------------------------------------
-def load_config(path: Path) -> dict:
-    """Read and check a config; raise :class:`ConfigError` with one clear line."""
+def load_config(path: Path) -> Config:
+    """Read and check a config, as a frozen :class:`Config`; raise :class:`ConfigError`
+    with one clear line."""
     try:
         config = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
-    check_config(config, path)
-    return config
+    return check_config(config, path)
 
 
 def _keys(path, obj, allowed, what: str) -> None:
@@ -243,9 +339,9 @@ def _check_section(path, section: dict, prefix: str) -> None:
                               f"(the paper's GPUs), not {section['batch'].get('gpus')!r}")
 
 
-def check_config(config, path) -> None:
-    """Raise :class:`ConfigError` (one line naming ``path``) for anything the driver
-    could not run or would silently ignore."""
+def check_config(config, path) -> Config:
+    """The :class:`Config` of a parsed config; :class:`ConfigError` (one line naming
+    ``path``) for anything the driver could not run or would silently ignore."""
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the config must be a JSON object")
     missing = [k for k in REQUIRED if k not in config]
@@ -305,6 +401,7 @@ def check_config(config, path) -> None:
                               f"{', '.join(SUBSETS)}, not {table['subset']!r}")
         for row in table["rows"]:
             _check_row(path, config, table, row)
+    return _built(config)
 
 
 def _check_row(path, config, table, row) -> None:
@@ -339,15 +436,15 @@ def override_flags(overrides: dict) -> List[str]:
     return ["--model-overrides", repr(overrides)] if overrides else []
 
 
-def decoding_key(row: dict, source: Optional[str] = None, corpus: Optional[str] = None,
+def decoding_key(row: Row, source: Optional[str] = None, corpus: Optional[str] = None,
                  seed: Optional[int] = None, subset: Optional[str] = None) -> str:
     """What makes a decoding different: the model, its training fertilities (``source``,
     for models that read them), the overrides, the extra generation flags, the corpus
     (None: the config's ``data``), the training seed (None: the flags') and the subset
     (None: the generation flags')."""
-    key = [row["model"], row.get("overrides", {})]
-    if row.get("generate"):
-        key.append(row["generate"])
+    key = [row.model, row.overrides]
+    if row.generate:
+        key.append(row.generate)
     if source:
         key.append(source)
     for name, value in (("corpus", corpus), ("seed", seed), ("subset", subset)):
@@ -366,10 +463,10 @@ def training_name(model: str, source: Optional[str], corpus: Optional[str] = Non
     return model + (f" [{', '.join(notes)}]" if notes else "")
 
 
-def corpus_data(config: dict, corpus: Optional[str]) -> Tuple[str, str]:
+def corpus_data(config: Config, corpus: Optional[str]) -> Tuple[str, str]:
     """``(data, prepare)`` of a corpus: the config's own for None."""
-    entry = config if corpus is None else config["corpora"][corpus]
-    return entry["data"], entry["prepare"]
+    entry = config if corpus is None else config.corpora[corpus]
+    return entry.data, entry.prepare
 
 
 def flag_value(flags: List[str], name: str, default: Optional[str] = None) -> Optional[str]:
@@ -391,100 +488,73 @@ def reads_fertility_data(flags: List[str]) -> bool:
             or any("{guided_table}" in f for f in flags))
 
 
-def only_tables(config: dict, wanted: List[str]) -> dict:
+def only_tables(config: Config, wanted: List[str]) -> Config:
     """``config`` with only the tables whose title contains one of ``wanted`` (case
     ignored): ``"Table 1"`` keeps every corpus's Table 1, ``"Table 1: BLEU, IWSLT14"``
     one of them. A text no title contains is a ConfigError listing the titles."""
-    titles = [table["title"] for table in config["tables"]]
+    titles = [table.title for table in config.tables]
     for text in wanted:
         if not any(text.lower() in title.lower() for title in titles):
-            raise ConfigError(f"--table {text!r} names no table of {config['name']}; its "
+            raise ConfigError(f"--table {text!r} names no table of {config.name}; its "
                               f"tables: {'; '.join(titles)}")
-    return {**config, "tables": [table for table in config["tables"]
-                                 if any(text.lower() in table["title"].lower()
-                                        for text in wanted)]}
+    return replace(config, tables=tuple(table for table in config.tables
+                                        if any(text.lower() in table.title.lower()
+                                               for text in wanted)))
 
 
-def training_length(config: dict, smoke: bool, corpus: Optional[str],
+def training_length(config: Config, smoke: bool, corpus: Optional[str],
                     updates: Optional[int] = None) -> Tuple[int, str]:
     """How long one training of a run on ``corpus`` lasts: ``(13, "epochs")`` where its
     flags end it by epochs, else ``(its updates, "updates")`` (``updates`` where the run
     overrides them)."""
-    settings = run_settings(config, smoke, corpus)
-    epochs = flag_value(settings["train_flags"], "--max-epoch")
+    settings = config.run_settings(smoke, corpus)
+    epochs = flag_value(settings.train_flags, "--max-epoch")
     if epochs and updates is None:
         return int(epochs), "epochs"
-    return updates or settings["max_update"], "updates"
+    return updates or settings.max_update, "updates"
 
 
-def training_budget(config: dict, smoke: bool, corpus: Optional[str],
+def training_budget(config: Config, smoke: bool, corpus: Optional[str],
                     updates: Optional[int] = None) -> str:
     """:func:`training_length` in words: ``"13 epochs"``, ``"100,000 updates"``."""
     count, unit = training_length(config, smoke, corpus, updates)
     return f"{count:,} {unit}"
 
 
-def with_flags(config: dict, train: List[str], generate: List[str]) -> dict:
+def with_flags(config: Config, train: List[str], generate: List[str]) -> Config:
     """``config`` with ``train`` and ``generate`` flags added to every run's own (the
     config's, the smoke section's, each corpus's that has its own): precision or other
     machine settings a user adds without editing the config (``--fp16``). Coming last,
     they win over the config's where fairseq reads a flag twice."""
     added = {"train_flags": train, "generate_flags": generate}
 
-    def extended(section: dict) -> dict:
-        return {**section, **{key: [*section[key], *flags] for key, flags in added.items()
-                              if key in section and flags}}
+    def extended(section: RunSection) -> RunSection:
+        return replace(section, **{key: [*getattr(section, key), *flags]
+                                   for key, flags in added.items()
+                                   if getattr(section, key) is not None and flags})
 
-    result = {**extended(config), "smoke": extended(config["smoke"])}
-    if "corpora" in config:
-        result["corpora"] = {name: extended(c) for name, c in config["corpora"].items()}
-    return result
-
-
-def run_settings(config: dict, smoke: bool, corpus: Optional[str] = None) -> dict:
-    """The flags, ``max_update``, ``bleu`` (and the like) of a run on ``corpus``: the
-    ``smoke`` section in smoke runs, else the corpus's own over the config's."""
-    if smoke:
-        return config["smoke"]
-    return config if corpus is None else {**config, **config["corpora"][corpus]}
+    return replace(extended(config), smoke=extended(config.smoke),
+                   corpora={name: extended(c) for name, c in config.corpora.items()})
 
 
-def run_setting(config: dict, smoke: bool, key: str, default=None,
-                corpus: Optional[str] = None):
-    """An optional setting of the run: the smoke section's own in smoke runs, else the
-    corpus's or the config's, else ``default``."""
-    if smoke and key in config["smoke"]:
-        return config["smoke"][key]
-    return run_settings(config, False, corpus).get(key, default)
-
-
-def paper_setting(config: dict, smoke: bool, key: str, corpus: Optional[str] = None):
-    """A setting that goes with the paper's training flags (``average_last``,
-    ``select``, ``batch``): the smoke section's own in smoke runs (never inherited),
-    else the corpus's or the config's, else None."""
-    if smoke:
-        return config["smoke"].get(key)
-    return run_settings(config, False, corpus).get(key)
-
-
-def averaging(config: dict, smoke: bool, corpus: Optional[str] = None) -> Tuple[int, dict]:
+def averaging(config: Config, smoke: bool, corpus: Optional[str] = None) -> Tuple[int, dict]:
     """``(checkpoints the run must keep, average_windows)`` of a run on ``corpus``: with
     ``select.average_windows`` its windows' span, else ``average_last`` and ``{}``
     (0 and ``{}``: the last checkpoint is decoded)."""
-    windows = (paper_setting(config, smoke, "select", corpus) or {}).get("average_windows")
+    windows = (config.paper_setting(smoke, "select", corpus) or {}).get("average_windows")
     if windows:
         return windows["size"] + windows["step"] * (windows["count"] - 1), windows
-    return paper_setting(config, smoke, "average_last", corpus) or 0, {}
+    return config.paper_setting(smoke, "average_last", corpus) or 0, {}
 
 
-def drop_settings(config: dict, smoke: bool) -> dict:
-    drop = {**DROP_DEFAULTS, **run_setting(config, smoke, "drop", {})}
+def drop_settings(config: Config, smoke: bool) -> dict:
+    drop = {**DROP_DEFAULTS, **config.run_setting(smoke, "drop", {})}
     if isinstance(drop["symmetrize"], str):
         drop["symmetrize"] = [drop["symmetrize"]]
     return drop
 
 
-def resolve_tables(config: dict, smoke: bool) -> List[Tuple[dict, List[dict]]]:
+def resolve_tables(config: Config, smoke: bool) -> List[Tuple[Table, List[dict]]]:
     """The tables this run writes, each with its rows completed by ``corpus`` (None: the
     config's ``data``), ``source`` (the fertility data the model trains on, None if it
     reads none), ``seed`` (None: the training flags'), ``subset`` (None: the generation
@@ -496,37 +566,37 @@ def resolve_tables(config: dict, smoke: bool) -> List[Tuple[dict, List[dict]]]:
 
     Smoke runs train every table on the synthetic corpus and leave out a table with a
     ``corpus`` whose every decoding the tables before it already make."""
-    default = run_setting(config, smoke, "fertility_source", "gold")
+    default = config.run_setting(smoke, "fertility_source", "gold")
     resolved, decodings = [], set()
-    for table in config["tables"]:
-        if table.get("smoke_only") and not smoke:
+    for table in config.tables:
+        if table.smoke_only and not smoke:
             continue
-        corpus, subset = None if smoke else table.get("corpus"), table.get("subset")
-        train_flags = run_settings(config, smoke, corpus)["train_flags"]
-        best_of = None if "seeds" in table else (
-            paper_setting(config, smoke, "select", corpus) or {}).get("seeds")
+        corpus, subset = None if smoke else table.corpus, table.subset
+        train_flags = config.run_settings(smoke, corpus).train_flags
+        best_of = None if table.seeds is not None else (
+            config.paper_setting(smoke, "select", corpus) or {}).get("seeds")
         rows = []
-        for index, row in enumerate(table["rows"]):
+        for index, row in enumerate(table.rows):
             source = None
-            if reads_fertility_data([*train_flags, *config["models"][row["model"]]]):
-                source = row.get("fertility_source", table.get("fertility_source", default))
-            for seed in table.get("seeds", [None]):
-                train = training_name(row["model"], source, corpus, seed, best_of)
-                candidates = ({s: training_name(row["model"], source, corpus, s)
+            if reads_fertility_data([*train_flags, *config.models[row.model]]):
+                source = row.fertility_source or table.fertility_source or default
+            for seed in table.seeds or [None]:
+                train = training_name(row.model, source, corpus, seed, best_of)
+                candidates = ({s: training_name(row.model, source, corpus, s)
                                for s in best_of} if best_of else {seed: train})
-                rows.append({**row, "corpus": corpus, "source": source, "seed": seed,
+                rows.append({**asdict(row), "corpus": corpus, "source": source, "seed": seed,
                              "subset": subset, "row": index, "train": train,
                              "candidates": candidates,
                              "key": decoding_key(row, source, corpus, seed, subset)})
         keys = {row["key"] for row in rows}
-        if smoke and table.get("corpus") and keys <= decodings:
+        if smoke and table.corpus and keys <= decodings:
             continue
         decodings |= keys
         resolved.append((table, rows))
     return resolved
 
 
-def averaging_problem(config: dict, smoke: bool, updates: Optional[int] = None) -> Optional[str]:
+def averaging_problem(config: Config, smoke: bool, updates: Optional[int] = None) -> Optional[str]:
     """One line if a model's training flags cannot keep the checkpoints the run averages
     (``average_last``, or the span of ``select.average_windows``; checked before
     training). Epoch checkpoints count as enough unless ``--keep-last-epochs`` keeps
@@ -535,10 +605,10 @@ def averaging_problem(config: dict, smoke: bool, updates: Optional[int] = None) 
         row["corpus"] for _, rows in resolve_tables(config, smoke) for row in rows))
     for corpus in corpora:
         count, windows = averaging(config, smoke, corpus)
-        settings = run_settings(config, smoke, corpus)
-        max_update = updates or settings["max_update"]
-        for model, own in config["models"].items() if count else ():
-            flags = [*settings["train_flags"], *own]
+        settings = config.run_settings(smoke, corpus)
+        max_update = updates or settings.max_update
+        for model, own in config.models.items() if count else ():
+            flags = [*settings.train_flags, *own]
             interval = int(flag_value(flags, "--save-interval-updates", "0"))
             keep = int(flag_value(flags, "--keep-interval-updates", "-1"))
             saved = max_update // interval if interval > 0 else 0

@@ -14,13 +14,13 @@ from ..provenance import provenance_header
 from .config import (
     PAPER_KEY,
     SCORES,
+    Config,
+    Table,
     averaging,
     drop_settings,
     metrics_of,
     post_process_of,
     resolve_tables,
-    run_setting,
-    run_settings,
     slug,
 )
 from .paired import pairable, paired_cell
@@ -40,7 +40,7 @@ def _decoded_with(row: dict) -> str:
     return ", ".join(parts) or "as trained"
 
 
-def _by_corpus(config: dict, smoke: bool, describe) -> str:
+def _by_corpus(config: Config, smoke: bool, describe) -> str:
     """``describe(corpus)`` for the run's corpora: once if they all agree, else each
     named (the config's own ``data`` by its folder)."""
     corpora = dict.fromkeys(row["corpus"] for _, rows in resolve_tables(config, smoke)
@@ -48,11 +48,11 @@ def _by_corpus(config: dict, smoke: bool, describe) -> str:
     said = {corpus: describe(corpus) for corpus in corpora}
     if len(set(said.values())) <= 1:
         return next(iter(said.values()), "?")
-    return "; ".join(f"{corpus or Path(config['data']).name}: {text}"
+    return "; ".join(f"{corpus or Path(config.data).name}: {text}"
                      for corpus, text in said.items())
 
 
-def _signatures(config: dict, decoded: dict, smoke: bool, key: str) -> str:
+def _signatures(config: Config, decoded: dict, smoke: bool, key: str) -> str:
     """The signatures the decodings recorded under ``key`` (``bleu_signature``), as
     :func:`_by_corpus` says them."""
     rows = [row for _, rows in resolve_tables(config, smoke) for row in rows]
@@ -64,7 +64,7 @@ def _signatures(config: dict, decoded: dict, smoke: bool, key: str) -> str:
     return _by_corpus(config, smoke, signature)
 
 
-def _signed_notes(config: dict, decoded: dict, smoke: bool, metrics: List[str]) -> List[str]:
+def _signed_notes(config: Config, decoded: dict, smoke: bool, metrics: List[str]) -> List[str]:
     """A note for each score but BLEU with a signature that the decodings recorded
     (chrF): its signatures and which way is better."""
     signed = [SCORES[name] for name in metrics if name in SCORES and name != "BLEU"
@@ -75,7 +75,7 @@ def _signed_notes(config: dict, decoded: dict, smoke: bool, metrics: List[str]) 
             if any(metric.signature_key in record for record in decoded.values())]
 
 
-def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
+def _metric_notes(config: Config, results: dict, smoke: bool) -> List[str]:
     decoded, metrics = results["decoded"], metrics_of(results)
     bleu = _signatures(config, decoded, smoke, "bleu_signature")
     notes = [f"BLEU: sacrebleu {bleu}; beside it, a row's "
@@ -86,7 +86,7 @@ def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
              "to seed.", *_signed_notes(config, decoded, smoke, metrics)]
     if "METEOR" in metrics:
         def preset(corpus):
-            language = run_setting(config, smoke, "meteor", corpus=corpus)["language"]
+            language = config.run_setting(smoke, "meteor", corpus=corpus)["language"]
             return f"`{' '.join(LANGUAGE_PRESETS[language])}`"
         notes.append(f"METEOR: Meteor 1.5 {_by_corpus(config, smoke, preset)} "
                      "(0-100, from the corpus's summed statistics).")
@@ -98,7 +98,7 @@ def _metric_notes(config: dict, results: dict, smoke: bool) -> List[str]:
         pairs = [str(a["pairs"]) + (f" ({a['corpus']})" if a.get("corpus") else "")
                  for a in results.get("aligners", {}).values()
                  if a["post_process"] == post_process_of(
-                     run_settings(config, smoke, a.get("corpus"))["generate_flags"])]
+                     config.run_settings(smoke, a.get("corpus")).generate_flags)]
         others = drop["symmetrize"][1:]
         notes.append(
             "DROP: % of the source words aligned to the reference that nothing in the "
@@ -149,11 +149,11 @@ def _ratio(values: List[float], first: List[float]) -> str:
     return f"{statistics.mean(values) / statistics.mean(first):.2f}"
 
 
-def row_label(config: dict, row: dict) -> str:
+def row_label(config: Config, row: dict) -> str:
     """A row's label, saying when it is an oracle: a GUIDED table made from the gold
     fertilities of the synthetic corpus, where every word has one true fertility, gives
     the model the test sentences' true fertilities."""
-    guided = "--fertility-table" in config["models"][row["model"]]
+    guided = "--fertility-table" in config.models[row["model"]]
     if guided and row["source"] == "gold":
         return f"{row['label']} (oracle: gold fertilities)"
     return row["label"]
@@ -190,7 +190,7 @@ def row_comparisons(rows: List[dict], decoded: dict, trained: dict,
     return compared
 
 
-def _table(config: dict, rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
+def _table(config: Config, rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
            symmetrizations: List[str], smoke: bool):
     """A table's rows (the seeds of a row pooled) with the paper's figures beside ours;
     a smoke run's columns say they are ours on the synthetic corpus."""
@@ -239,9 +239,9 @@ def _chosen(record: dict) -> str:
     return f"{said} ({record['valid_bleu']:.2f})" if said else f"({record['valid_bleu']:.2f})"
 
 
-def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str) -> List[str]:
+def _preamble(config: Config, results: dict, smoke: bool, command: str, title: str) -> List[str]:
     """Heading, provenance, what kind of run this was, its settings and metric notes."""
-    parts = [f"# {config['paper']}: {title}"
+    parts = [f"# {config.paper}: {title}"
              + (" (SMOKE RUN on the synthetic corpus)" if smoke else ""), "",
              provenance_header(command)]
     if smoke:
@@ -251,9 +251,9 @@ def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str
             "config). It shows that every training and decoding combination runs end to "
             "end; its numbers are NOT comparable to the paper's, which stand beside them "
             "for orientation only.\n")
-    parts.append(f"Settings: {config['settings_note']}\n")
-    if smoke and config["smoke"].get("settings_note"):
-        parts.append(f"Smoke settings: {config['smoke']['settings_note']}\n")
+    parts.append(f"Settings: {config.settings_note}\n")
+    if smoke and config.smoke.settings_note:
+        parts.append(f"Smoke settings: {config.smoke.settings_note}\n")
     if results.get("seconds") is not None:
         parts.append(f"Run time: {results['seconds'] / 60:.1f} min (training, decoding and "
                      "scoring, on the machine above).\n")
@@ -273,7 +273,7 @@ def _preamble(config: dict, results: dict, smoke: bool, command: str, title: str
     return parts
 
 
-def _section(config: dict, table: dict, rows: List[dict], results: dict, symmetrizations,
+def _section(config: Config, table: Table, rows: List[dict], results: dict, symmetrizations,
              smoke: bool) -> str:
     """A table's heading, how its rows were made (seeds, split) and the table."""
     notes = []
@@ -281,31 +281,31 @@ def _section(config: dict, table: dict, rows: List[dict], results: dict, symmetr
     if seeds:
         notes.append(f"Each row: of {len(seeds)} trainings (seeds {', '.join(map(str, seeds))}), "
                      "the one with the best validation BLEU (see the training runs).")
-    if table.get("seeds"):
-        notes.append(f"Each row: mean ± standard deviation over {len(table['seeds'])} "
-                     f"trainings (seeds {', '.join(map(str, table['seeds']))}).")
-    if table.get("subset"):
-        notes.append(f"Decoded and scored on the {table['subset']} split.")
-    return (f"## {table['title']}\n\n" + (" ".join(notes) + "\n\n" if notes else "")
+    if table.seeds:
+        notes.append(f"Each row: mean ± standard deviation over {len(table.seeds)} "
+                     f"trainings (seeds {', '.join(map(str, table.seeds))}).")
+    if table.subset:
+        notes.append(f"Decoded and scored on the {table.subset} split.")
+    return (f"## {table.title}\n\n" + (" ".join(notes) + "\n\n" if notes else "")
             + _table(config, rows, results["decoded"], results["trained"],
                      metrics_of(results), symmetrizations, smoke))
 
 
-def render_tables(config: dict, results: dict, smoke: bool, command: str) -> Dict[str, str]:
+def render_tables(config: Config, results: dict, smoke: bool, command: str) -> Dict[str, str]:
     """One report per table, by file name (the table's title as a slug)."""
     symmetrizations = drop_settings(config, smoke)["symmetrize"]
-    return {f"{slug(table['title'])}.md":
-            "\n".join(_preamble(config, results, smoke, command, table["title"])
+    return {f"{slug(table.title)}.md":
+            "\n".join(_preamble(config, results, smoke, command, table.title)
                        + [_section(config, table, rows, results, symmetrizations, smoke)])
             for table, rows in resolve_tables(config, smoke)}
 
 
-def render(config: dict, results: dict, smoke: bool, command: str) -> str:
+def render(config: Config, results: dict, smoke: bool, command: str) -> str:
     """The whole run's report: every table, then the training runs."""
     parts = _preamble(config, results, smoke, command, "reproduction")
     tables = resolve_tables(config, smoke)
-    written = {table["title"] for table, _ in tables}
-    skipped = [t["title"] for t in config["tables"] if smoke and t["title"] not in written]
+    written = {table.title for table, _ in tables}
+    skipped = [t.title for t in config.tables if smoke and t.title not in written]
     if skipped:
         parts.append("Not in the smoke run (other corpora; on the synthetic corpus they "
                      "would repeat the tables below): " + "; ".join(skipped) + ".\n")

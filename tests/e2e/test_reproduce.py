@@ -39,7 +39,7 @@ def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
     out = tmp_path / "work" / "report"  # without --out: the work folder, not results/
     record = json.loads((out / "smoke.json").read_text())
     config = reproduction_config.load_config(CONFIG)
-    rows = [row for table in config["tables"] for row in table["rows"]]
+    rows = [row for table in config.tables for row in table.rows]
     assert set(record["decoded"]) == {reproduction_config.decoding_key(row) for row in rows}
     assert len(record["decoded"]) == 6  # 4 trained models + 2 decode-time switches
     for decoded in record["decoded"].values():
@@ -49,12 +49,12 @@ def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
     assert_decodings_score_their_outputs(
         {key: {"bleu": d["bleu"]} for key, d in record["decoded"].items()},
         read_outputs(sorted((tmp_path / "work").glob("generate-*.log"))),
-        bleu=reproduction_config.run_settings(config, True)["bleu"], rep=False)
-    assert set(record["trained"]) == set(config["models"])
+        bleu=config.run_settings(True).bleu, rep=False)
+    assert set(record["trained"]) == set(config.models)
     report = (out / "smoke.md").read_text()
     assert "SMOKE RUN" in report and "- commit:" in report
-    for table in config["tables"]:
-        assert f"## {table['title']}" in report
+    for table in config.tables:
+        assert f"## {table.title}" in report
     assert "| soft trained, hard decoded | softmax | decoder_cross_attn_fn=hard, " in report
     assert "| 26.30 |" in report  # the paper's figure beside ours
     switched = (tmp_path / "work" / "generate-softmax-decoder-cross-attn-fn-hard-decoder-self"
@@ -75,20 +75,20 @@ def test_hard_attention_config_follows_xu_et_al_section_4_1():
     most 256 subwords, the average of the last 5 checkpoints saved every 1,500 updates,
     25k tokens per update, and attention dropout 0.1 on P before sampling (Neutron)."""
     config = reproduction_config.load_config(CONFIG)
-    flags = config["train_flags"]
+    flags = config.train_flags
     assert flag_value(flags, "--attention-dropout") == "0.1"
     assert flag_value(flags, "--save-interval-updates") == "1500"
-    assert flag_value(flags, "--keep-interval-updates") == "5" and config["average_last"] == 5
+    assert flag_value(flags, "--keep-interval-updates") == "5" and config.average_last == 5
     assert reproduction_config.averaging_problem(config, False) is None
-    command = shlex.split(config["prepare"])
+    command = shlex.split(config.prepare)
     assert command[:3] == ["python", "-m", "sparse_attn_data.wmt14_en_de"]
     prepare = recipe.build_parser(wmt14_en_de.RECIPE).parse_args(command[3:])
     assert (prepare.size, prepare.valid, prepare.max_train_subwords) == (
         32000, "newstest2012+newstest2013", 256)
-    assert Path(config["data"]).name == prepare.name
-    _, said = batch.keep_batch(flags, config["batch"]["gpus"])
+    assert Path(config.data).name == prepare.name
+    _, said = batch.keep_batch(flags, config.batch["gpus"])
     assert "= 25,000 tokens per update" in said
-    assert "no checkpoint averaging" not in config["settings_note"]
+    assert "no checkpoint averaging" not in config.settings_note
 
 
 def write(path, text):
@@ -171,8 +171,8 @@ def test_constrained_config_trains_the_lstm_as_the_authors_did():
     rows = [row for _, rows in reproduction_config.resolve_tables(config, False) for row in rows]
     covvector = 0
     for row in rows:
-        flags = [*reproduction_config.run_settings(config, False, row["corpus"])["train_flags"],
-                 *config["models"][row["model"]]]
+        flags = [*config.run_settings(False, row["corpus"]).train_flags,
+                 *config.models[row["model"]]]
         args = options.parse_args_and_arch(options.get_training_parser(),
                                            ["data", "--user-dir", PLUGIN, *flags])
         assert args.sentence_avg, row["label"]
@@ -258,9 +258,9 @@ def test_constrained_smoke_wires_fertility_sources_generation_flags_and_metrics(
     # Malaviya et al.'s scripts with the aligner the run saved; the fake leaves something
     # for REP and DROP to find, so neither is zero
     config = reproduction_config.load_config(MALAVIYA)
-    with Meteor(config["smoke"]["meteor"]["language"]) as meteor:
+    with Meteor(config.smoke.meteor["language"]) as meteor:
         assert_decodings_score_their_outputs(
-            record["decoded"], outputs, bleu=config["smoke"]["bleu"], meteor=meteor,
+            record["decoded"], outputs, bleu=config.smoke.bleu, meteor=meteor,
             aligner=Aligner.load(path),
             symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
     assert all(d["rep"] > 0 and d["drop"] > 0 for d in record["decoded"].values())
@@ -313,10 +313,10 @@ def test_constrained_smoke_runs_every_table_row(tmp_path, monkeypatch):
     assert all(decoded["sentences"] == 30 for decoded in record["decoded"].values())
     config = reproduction_config.load_config(MALAVIYA)
     ((path, _),) = record["aligners"].items()
-    with Meteor(config["smoke"]["meteor"]["language"]) as meteor:
+    with Meteor(config.smoke.meteor["language"]) as meteor:
         assert_decodings_score_their_outputs(
             record["decoded"], read_outputs((tmp_path / "work").glob("generate-*.log")),
-            bleu=config["smoke"]["bleu"], meteor=meteor, aligner=Aligner.load(path),
+            bleu=config.smoke.bleu, meteor=meteor, aligner=Aligner.load(path),
             symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
 
 
@@ -375,7 +375,7 @@ def test_full_run_trains_and_decodes_each_corpus_on_its_own_data(
     assert len(by_name) == len(trained) == 22
     # flags a user adds reach every training and decoding on every corpus, after the
     # config's own (fairseq takes the last of a repeated flag)
-    config_flags = reproduction_config.load_config(MALAVIYA)["train_flags"]
+    config_flags = reproduction_config.load_config(MALAVIYA).train_flags
     for call in trained:
         flags = call["flags"]
         assert flags[flags.index("--fp16"):flags.index("--fp16") + 3] == [
@@ -510,8 +510,8 @@ def test_kernel_config_trains_vaswanis_model_for_the_direct_sum_rows():
     plan = {}
     for table, rows in reproduction_config.resolve_tables(config, False):
         for row in rows:
-            flags = [*config["train_flags"], *config["models"][row["model"]]]
-            plan[table["title"].split(":")[0], row["row"]] = (
+            flags = [*config.train_flags, *config.models[row["model"]]]
+            plan[table.title.split(":")[0], row["row"]] = (
                 reproduction_config.flag_value(flags, "--pe-integration", "direct_sum"),
                 "--no-value-pe" in flags)
     direct = {mode: [key for key, (pe, _) in plan.items() if pe == mode]

@@ -53,7 +53,7 @@ def planned(path, smoke):
 def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
     config, smoke = planned(ZHAO, True)
     _, full = planned(ZHAO, False)
-    titles = [t["title"] for t, _ in reproduction_config.resolve_tables(config, True)]
+    titles = [t.title for t, _ in reproduction_config.resolve_tables(config, True)]
     # Table 1's En-Vi and En-De parts repeat its De-En part on the synthetic corpus;
     # Table 5 (an En-Vi table) does not: it decodes a switch on the validation split
     assert [t.split(":")[0] for t in titles] == ["Table 1", "Figure 3", "Table 4", "Table 5"]
@@ -65,11 +65,11 @@ def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
     switch = [r for r in full if r.get("overrides")]
     assert switch[0]["corpus"] == "en-vi" and switch[0]["overrides"] == {"topk_train_only": True}
     # per-corpus settings: En-De trains the big transformer, En-Vi decodes with beam 4
-    assert "sparse_transformer_vaswani_wmt_en_de_big" in reproduction_config.run_settings(
-        config, False, "en-de")["train_flags"]
-    assert "--lenpen" in reproduction_config.run_settings(config, False, "en-vi")["generate_flags"]
-    assert reproduction_config.run_setting(config, False, "average_last", corpus="en-vi") == 10
-    assert reproduction_config.run_setting(config, True, "average_last", corpus="en-vi") == 4
+    assert "sparse_transformer_vaswani_wmt_en_de_big" in config.run_settings(
+        False, "en-de").train_flags
+    assert "--lenpen" in config.run_settings(False, "en-vi").generate_flags
+    assert config.run_setting(False, "average_last", corpus="en-vi") == 10
+    assert config.run_setting(True, "average_last", corpus="en-vi") == 4
     assert reproduction_config.averaging_problem(config, True) is None
     assert reproduction_config.averaging_problem(config, False) is None
 
@@ -77,10 +77,10 @@ def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
 def test_explicit_sparse_scores_en_vi_case_insensitively():
     """Zhao et al., appendix A.2: IWSLT15 En-Vi BLEU is uncased (Table 1 and Table 5)."""
     config = reproduction_config.load_config(ZHAO)
-    en_vi = [table["title"].split(":")[0] for table, _ in
-             reproduction_config.resolve_tables(config, False) if table.get("corpus") == "en-vi"]
+    en_vi = [table.title.split(":")[0] for table, _ in
+             reproduction_config.resolve_tables(config, False) if table.corpus == "en-vi"]
     assert en_vi == ["Table 1", "Table 5"]
-    assert reproduction_config.run_settings(config, False, "en-vi")["bleu"]["lowercase"] is True
+    assert config.run_settings(False, "en-vi").bleu["lowercase"] is True
 
 
 def test_adaptively_sparse_plans_three_normalisers_on_four_corpora():
@@ -89,10 +89,8 @@ def test_adaptively_sparse_plans_three_normalisers_on_four_corpora():
     assert {r["model"] for r in smoke} == {"softmax", "1.5-entmax", "alpha-entmax"}
     assert len({r["train"] for r in smoke}) == 3 and len({r["train"] for r in full}) == 12
     assert {r["corpus"] for r in full} == {None, "ja-en", "ro-en", "en-de"}
-    assert reproduction_config.run_setting(config, False, "meteor", corpus="en-de") == \
-        {"language": "de"}
-    assert reproduction_config.run_setting(config, False, "meteor", corpus="ja-en") == \
-        {"language": "en"}
+    assert config.run_setting(False, "meteor", corpus="en-de") == {"language": "de"}
+    assert config.run_setting(False, "meteor", corpus="ja-en") == {"language": "en"}
 
 
 @needs_java
@@ -129,13 +127,13 @@ def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
     # returned, valid or test): sacrebleu's BLEU, a Meteor 1.5 of its own, REP and DROP
     # as Malaviya et al.'s scripts, with the aligner the run saved
     ((path, _),) = record["aligners"].items()
-    with Meteor(config["smoke"]["meteor"]["language"]) as meteor:
+    with Meteor(config.smoke.meteor["language"]) as meteor:
         assert_decodings_score_their_outputs(
-            record["decoded"], outputs, bleu=config["smoke"]["bleu"], meteor=meteor,
+            record["decoded"], outputs, bleu=config.smoke.bleu, meteor=meteor,
             aligner=Aligner.load(path),
             symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
     sweep_table = next(rows for table, rows in reproduction_config.resolve_tables(config, True)
-                       if table["title"].startswith("Figure 3"))
+                       if table.title.startswith("Figure 3"))
     k4 = [record["decoded"][r["key"]]["bleu"] for r in sweep_table if r["model"] == "top-k, k = 4"]
     speed = {name: t["words_per_second"] for name, t in record["trained"].items()}
 
@@ -256,23 +254,22 @@ def test_explicit_sparse_de_en_follows_the_released_script():
     25, 50 epoch checkpoints kept, three seeds, and the averages of the 10 epoch
     checkpoints up to epoch 50, 55, ..., 90 compared on the validation set."""
     config = reproduction_config.load_config(ZHAO)
-    flags = config["train_flags"]
+    flags = config.train_flags
     assert "--share-decoder-input-output-embed" not in flags
     assert flag_value(flags, "--clip-norm") == "25"
     assert flag_value(flags, "--keep-last-epochs") == "50"
-    assert config["select"]["seeds"] == [1, 2, 3]
+    assert config.select["seeds"] == [1, 2, 3]
     epochs = [Path(f"checkpoint{e}.pt") for e in range(1, 91)]
-    windows = selection.windows_of(epochs, **config["select"]["average_windows"])
+    windows = selection.windows_of(epochs, **config.select["average_windows"])
     assert [selection.label(w) for w in windows] == [
         f"checkpoint{end - 9}..checkpoint{end}" for end in range(50, 91, 5)]
     _, rows = reproduction_config.resolve_tables(config, False)[0]
     assert rows[0]["train"] == "softmax [best of seeds 1, 2, 3]"
     assert list(rows[0]["candidates"]) == [1, 2, 3]
     # En-Vi: best of three seeds; WMT14 En-De (not a small dataset): windows only
-    settings = {corpus: reproduction_config.run_settings(config, False, corpus)
-                for corpus in ("en-vi", "en-de")}
-    assert settings["en-vi"]["select"] == {"seeds": [1, 2, 3]}
-    assert "seeds" not in settings["en-de"]["select"]
+    settings = {corpus: config.run_settings(False, corpus) for corpus in ("en-vi", "en-de")}
+    assert settings["en-vi"].select == {"seeds": [1, 2, 3]}
+    assert "seeds" not in settings["en-de"].select
 
 
 def selecting(config):

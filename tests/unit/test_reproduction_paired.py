@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from sparse_attn_experiments.reproduction import paired
+from sparse_attn_experiments.reproduction.config import Config, RunSection
 from sparse_attn_experiments.reproduction.report import _table
 from sparse_attn_plugin.evaluation import corpus_bleu
 from sparse_attn_plugin.evaluation.significance import paired_bootstrap
@@ -86,7 +87,8 @@ def test_the_report_puts_the_pairing_beside_the_bleu_columns():
     rows = [row(0, "base"), row(1, "worse")]
     decoded = {"base": {"bleu": 40.0}, "worse": {"bleu": 30.0}}
     paired.pair_with_first_rows([({}, rows)], decoded, OUTPUTS, lambda corpus: {})
-    config = {"models": {"base": [], "worse": []}}
+    config = Config(name="paired", paper="a paper", smoke=RunSection(),
+                    models={"base": [], "worse": []}, tables=())
     table = _table(config, rows, decoded, {"base": {}, "worse": {}}, ["BLEU"], [], smoke=True)
     header, _, first, second = table.strip().split("\n")
     assert header.endswith("| BLEU (ours, synthetic smoke) | BLEU (paper) | "
