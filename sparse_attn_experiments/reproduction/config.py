@@ -299,6 +299,12 @@ def _source(path, value, what: str) -> None:
 
 def _check_section(path, section: dict, prefix: str) -> None:
     """The settings a run section (the config or ``smoke``) may hold."""
+    for key in ("settings_note", "data", "prepare"):
+        if key in section and not isinstance(section[key], str):
+            raise ConfigError(f"{path}: `{prefix}{key}` must be a string, not {section[key]!r}")
+    if "max_update" in section and not _positive(section["max_update"]):
+        raise ConfigError(f"{path}: `{prefix}max_update` must be a positive integer, not "
+                          f"{section['max_update']!r}")
     if "train_flags" in section:
         _flags(path, section["train_flags"], f"`{prefix}train_flags`")
     if "generate_flags" in section:
@@ -350,6 +356,9 @@ def check_config(config, path) -> Config:
     if missing:
         raise ConfigError(f"{path}: missing {', '.join(missing)}")
     _keys(path, config, REQUIRED + OPTIONAL, "the config")
+    for key in ("name", "paper"):
+        if not isinstance(config[key], str):
+            raise ConfigError(f"{path}: `{key}` must be a string, not {config[key]!r}")
     _keys(path, smoke, SMOKE_REQUIRED + SMOKE_OPTIONAL, "`smoke`")
     _check_section(path, config, "")
     _check_section(path, smoke, "smoke.")
