@@ -88,11 +88,10 @@ PARTS = (
 
 # --- running the parts ---------------------------------------------------------------------
 
-def run_part(command: List[str], log: Path, budget_s: float) -> dict:
+def run_part(command: List[str], log: Path, budget_s: float, env: Dict[str, str]) -> dict:
     """Run ``command`` with its output in ``log``; past ``budget_s`` seconds send it
     SIGINT, and kill its process group :data:`GRACE_S` seconds later."""
     started = time.monotonic()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(log, "w") as out:
         proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
@@ -165,6 +164,9 @@ def run(args) -> dict:
               "environment": environment(args.rehearse), "parts": {}}
     if args.commit:
         report["environment"]["commit"] = args.commit
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if args.rehearse:  # the tier skips on a CPU, which CI's skip policy fails in its own runs
+        env.pop("CI", None)
     deadline = time.monotonic() + args.budget_s
     for index, part in enumerate(PARTS):
         left = deadline - time.monotonic()
@@ -174,7 +176,7 @@ def run(args) -> dict:
         folder.mkdir(exist_ok=True)
         command = part.command(folder, args.rehearse)
         print(f"gpu_report: {part.name} ({budget:.0f} s at most)", file=sys.stderr, flush=True)
-        result = run_part(command, out / "logs" / f"{part.name}.log", budget)
+        result = run_part(command, out / "logs" / f"{part.name}.log", budget, env)
         result["command"] = " ".join(repr(c) if c == "" or " " in c else c for c in command)
         result["tests"] = junit_summary(folder / "junit.xml")
         report["parts"][part.name] = result
