@@ -1,0 +1,180 @@
+"""Fenchel-Young losses of sparsemax and alpha-entmax: sparse alternatives to cross-entropy.
+
+For scores ``z`` of one row and its target class ``y``, with ``p = entmax_alpha(z)``
+(:mod:`.functional`) and the Tsallis entropy ``H_alpha(p) = (1 - sum_j p_j^alpha) /
+(alpha (alpha - 1))``, the loss is::
+
+    L(z; y) = H_alpha(p) + <p - e_y, z>,      dL/dz = p - e_y,
+
+non-negative and 0 exactly when ``p = e_y`` (Blondel, Martins & Niculae 2020, "Learning
+with Fenchel-Young Losses"; Peters, Niculae & Martins 2019). The names and signatures are
+the entmax package's; plain PyTorch, no fairseq. docs/library.md, "Losses".
+"""
+
+from functools import partial
+from typing import Callable, Union
+
+import torch
+from torch import Tensor, nn
+
+from .functional import entmax15, entmax_alpha, sparsemax
+from .normalizers.base import check_scores
+
+__all__ = ["Entmax15Loss", "EntmaxBisectLoss", "SparsemaxLoss", "entmax15_loss",
+           "entmax_bisect_loss", "sparsemax_loss"]
+
+#: What ``reduction`` may be, as in the entmax package.
+REDUCTIONS = ("elementwise_mean", "sum", "none")
+
+
+class _FenchelYoung(torch.autograd.Function):
+    """Per-row loss ``H_alpha(p) + <p - e_y, z>`` with the closed-form backward
+    ``(p - e_y) * grad``: nothing is differentiated through the normaliser, and ``p`` is a
+    constant to a second derivative (which comes out 0, as in the entmax package)."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, target: Tensor, normalize: Callable[[Tensor], Tensor],
+                alpha: Union[float, Tensor]) -> Tensor:
+        weights = normalize(scores)
+        residual = weights.scatter_add(-1, target.unsqueeze(-1),
+                                       torch.full_like(weights[..., :1], -1.0))
+        ctx.save_for_backward(residual)
+        ctx.scores_dtype = scores.dtype
+        return _tsallis_entropy(weights, alpha) + _inner(residual, scores)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (residual,) = ctx.saved_tensors
+        return (grad.unsqueeze(-1) * residual).to(ctx.scores_dtype), None, None, None
+
+
+def _tsallis_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
+    """``(1 - sum_j p_j^alpha) / (alpha (alpha - 1))`` of each row (last dim)."""
+    total = (weights ** alpha).sum(-1, keepdim=True)
+    return ((1 - total) / (alpha * (alpha - 1))).squeeze(-1)
+
+
+def _inner(residual: Tensor, scores: Tensor) -> Tensor:
+    """``<p - e_y, z>`` of each row, with each finite row's maximum taken out of ``z`` (the
+    sum is shift-invariant, so large offsets cost no precision) and the entries where
+    ``p - e_y`` is 0, ``-inf`` masks among them, left out."""
+    top = scores.amax(-1, keepdim=True)
+    shifted = scores - torch.where(top.isfinite(), top, torch.zeros_like(top))
+    products = torch.where(residual == 0, torch.zeros_like(residual), residual * shifted)
+    return products.sum(-1)
+
+
+def _check_target(scores: Tensor, target: Tensor, ignore_index: int, name: str) -> Tensor:
+    """Which rows count (``target != ignore_index``); a one-line error unless ``target`` is an
+    integer tensor of ``scores``' shape less the last dim, each counted entry a class
+    (reads the targets back, which waits for a GPU)."""
+    if not isinstance(target, Tensor) or target.is_floating_point() or \
+            target.is_complex() or target.dtype == torch.bool:
+        got = target.dtype if isinstance(target, Tensor) else type(target).__name__
+        raise TypeError(f"{name} needs integer class indices as target, got {got}")
+    if scores.dim() == 0 or target.shape != scores.shape[:-1]:
+        raise ValueError(f"{name}: target of shape {tuple(target.shape)} must be the scores' "
+                         f"shape {tuple(scores.shape)} without the last (class) dim")
+    counted = target != ignore_index
+    classes = scores.size(-1)
+    outside = counted & ((target < 0) | (target >= classes))
+    if outside.any():
+        raise ValueError(f"{name}: target {target[outside][0].item()} is not a class index in "
+                         f"[0, {classes}) nor ignore_index {ignore_index}")
+    return counted
+
+
+def _check_reduction(reduction: str, name: str) -> str:
+    """``reduction``, if one of :data:`REDUCTIONS`; else a one-line ValueError."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{name}: reduction must be one of {', '.join(REDUCTIONS)}, "
+                         f"got {reduction!r}")
+    return reduction
+
+
+def _loss(normalize: Callable[[Tensor], Tensor], alpha: Union[float, Tensor], scores: Tensor,
+          target: Tensor, ignore_index: int, reduction: str, name: str) -> Tensor:
+    """The Fenchel-Young loss of ``normalize`` (alpha-entmax at ``alpha``) of each row of
+    ``scores`` (classes along the last dim), 0 with no gradient on rows whose target is
+    ``ignore_index``, reduced as the entmax package does: ``elementwise_mean`` divides the
+    sum by the number of rows counted (NaN if none, as 0 / 0)."""
+    check_scores(scores, name)
+    _check_reduction(reduction, name)
+    counted = _check_target(scores, target, ignore_index, name)
+    losses = _FenchelYoung.apply(scores, target.masked_fill(~counted, 0), normalize, alpha)
+    losses = torch.where(counted, losses, torch.zeros_like(losses))
+    if reduction == "sum":
+        return losses.sum()
+    if reduction == "elementwise_mean":
+        return losses.sum() / counted.sum()
+    return losses
+
+
+def sparsemax_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
+                   reduction: str = "none", impl: str = "auto") -> Tensor:
+    """Sparsemax loss (Martins & Astudillo 2016), the Fenchel-Young loss at alpha = 2:
+    ``(1 - ||p||^2) / 2 + <p - e_y, X>`` per row of scores ``X`` (..., classes) for the
+    integer ``target`` (...). ``reduction``: ``none`` (per row, the entmax package's
+    function), ``sum`` or ``elementwise_mean``; ``impl`` as in :mod:`.functional`."""
+    return _loss(partial(sparsemax, impl=impl), 2.0, X, target, ignore_index, reduction,
+                 "sparsemax_loss")
+
+
+def entmax15_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
+                  reduction: str = "none", impl: str = "auto") -> Tensor:
+    """1.5-entmax loss (Peters, Niculae & Martins 2019):
+    ``(1 - sum_j p_j^1.5) / 0.75 + <p - e_y, X>``; arguments as :func:`sparsemax_loss`."""
+    return _loss(partial(entmax15, impl=impl), 1.5, X, target, ignore_index, reduction,
+                 "entmax15_loss")
+
+
+def entmax_bisect_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 1.5,
+                       n_iter: int = 50, *, ignore_index: int = -100, reduction: str = "none",
+                       impl: str = "auto") -> Tensor:
+    """alpha-entmax loss, ``H_alpha(p) + <p - e_y, X>``, for ``alpha`` in (1, 2] as
+    :func:`.functional.entmax_alpha` takes it (no gradient reaches ``alpha``); ``n_iter``
+    caps its Newton solver (the entmax package bisects); others as :func:`sparsemax_loss`."""
+    normalize = partial(entmax_alpha, alpha=alpha, n_iter=n_iter, impl=impl)
+    return _loss(normalize, alpha, X, target, ignore_index, reduction, "entmax_bisect_loss")
+
+
+class _Loss(nn.Module):
+    """A loss function above as a module: ``ignore_index`` and ``reduction`` (by default
+    ``elementwise_mean``, as the entmax package's modules) fixed at construction."""
+
+    def __init__(self, *, ignore_index: int = -100, reduction: str = "elementwise_mean",
+                 impl: str = "auto"):
+        super().__init__()
+        self.ignore_index = ignore_index
+        self.reduction = _check_reduction(reduction, type(self).__name__)
+        self.impl = impl
+
+    def options(self) -> dict:
+        return dict(ignore_index=self.ignore_index, reduction=self.reduction, impl=self.impl)
+
+
+class SparsemaxLoss(_Loss):
+    """:func:`sparsemax_loss` as a module."""
+
+    def forward(self, X: Tensor, target: Tensor) -> Tensor:
+        return sparsemax_loss(X, target, **self.options())
+
+
+class Entmax15Loss(_Loss):
+    """:func:`entmax15_loss` as a module."""
+
+    def forward(self, X: Tensor, target: Tensor) -> Tensor:
+        return entmax15_loss(X, target, **self.options())
+
+
+class EntmaxBisectLoss(_Loss):
+    """:func:`entmax_bisect_loss` as a module, ``alpha`` and ``n_iter`` fixed."""
+
+    def __init__(self, alpha: Union[float, Tensor] = 1.5, n_iter: int = 50, *,
+                 ignore_index: int = -100, reduction: str = "elementwise_mean",
+                 impl: str = "auto"):
+        super().__init__(ignore_index=ignore_index, reduction=reduction, impl=impl)
+        self.alpha, self.n_iter = alpha, n_iter
+
+    def forward(self, X: Tensor, target: Tensor) -> Tensor:
+        return entmax_bisect_loss(X, target, self.alpha, self.n_iter, **self.options())

@@ -1,0 +1,165 @@
+"""The Fenchel-Young losses of sparse_attn_plugin.losses: the entmax package's values and
+gradients, the closed-form gradient p - e_y, zero exactly at a confident row, ignore_index
+and the reductions, and the contract of the normalisers (NaN rows, one-line errors)."""
+
+import subprocess
+import sys
+from functools import partial
+
+import entmax
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparse_attn_plugin import functional, losses
+
+from helpers import REPO
+
+ALPHAS = (1.25, 1.5, 2.0)
+#: (ours, the entmax package's, our normaliser) for each loss and alpha.
+CASES = [(losses.sparsemax_loss, entmax.sparsemax_loss, functional.sparsemax),
+         (losses.entmax15_loss, entmax.entmax15_loss, functional.entmax15)] + [
+    (partial(losses.entmax_bisect_loss, alpha=alpha),
+     partial(entmax.entmax_bisect_loss, alpha=alpha),
+     partial(functional.entmax_alpha, alpha=alpha)) for alpha in ALPHAS]
+IDS = ["sparsemax", "entmax15"] + [f"bisect-{alpha}" for alpha in ALPHAS]
+#: (ours, the entmax package's) module classes and the options both take.
+MODULES = [(losses.SparsemaxLoss, entmax.SparsemaxLoss, {}),
+           (losses.Entmax15Loss, entmax.Entmax15Loss, {})] + [
+    (losses.EntmaxBisectLoss, entmax.EntmaxBisectLoss, {"alpha": alpha}) for alpha in ALPHAS]
+
+
+def scores_and_target(rows=7, classes=6, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    scores = 2 * torch.randn(rows, classes, dtype=torch.float64, generator=generator)
+    return scores, torch.randint(0, classes, (rows,), generator=generator)
+
+
+def row_scale(value):
+    """Distinct weights of the losses, so that a gradient mixing rows shows."""
+    return torch.linspace(0.5, 1.5, value.numel(), dtype=value.dtype).view_as(value)
+
+
+def loss_and_grad(loss, scores, target, **options):
+    """The losses and the gradient of their sum weighted by :func:`row_scale`."""
+    scores = scores.clone().requires_grad_()
+    value = loss(scores, target, **options)
+    (value * row_scale(value)).sum().backward()
+    return value.detach(), scores.grad
+
+
+@pytest.mark.parametrize("ours,theirs,_", CASES, ids=IDS)
+@pytest.mark.parametrize("seed", range(3))
+def test_per_row_losses_and_gradients_match_entmax(ours, theirs, _, seed):
+    scores, target = scores_and_target(rows=5 + seed, classes=3 + 2 * seed, seed=seed)
+    value, grad = loss_and_grad(ours, scores, target)
+    expected_value, expected_grad = loss_and_grad(theirs, scores, target)
+    torch.testing.assert_close(value, expected_value, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("ours,theirs,options", MODULES, ids=IDS)
+@pytest.mark.parametrize("reduction", losses.REDUCTIONS)
+def test_modules_match_entmax_with_ignore_index_and_each_reduction(ours, theirs, options,
+                                                                    reduction):
+    scores, target = scores_and_target(rows=9, classes=5, seed=3)
+    target[[1, 4, 6]] = 2                                  # class 2 is the ignored one
+    made = [cls(**options, ignore_index=2, reduction=reduction) for cls in (ours, theirs)]
+    (value, grad), (expected_value, expected_grad) = (loss_and_grad(loss, scores, target)
+                                                      for loss in made)
+    torch.testing.assert_close(value, expected_value, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-10, atol=1e-10)
+    assert (grad[target == 2] == 0).all()
+
+
+def test_elementwise_mean_divides_by_the_rows_counted():
+    scores, target = scores_and_target(rows=8, classes=4, seed=1)
+    target[:3] = -100
+    per_row = losses.entmax15_loss(scores, target)
+    assert (per_row[:3] == 0).all() and per_row.sum() > 0
+    mean = losses.entmax15_loss(scores, target, reduction="elementwise_mean")
+    torch.testing.assert_close(mean, per_row.sum() / 5)
+    assert losses.entmax15_loss(scores, target, reduction="sum") == per_row.sum()
+
+
+@pytest.mark.parametrize("ours,_,normalize", CASES, ids=IDS)
+def test_gradient_is_weights_minus_one_hot_and_gradchecks(ours, _, normalize):
+    scores, target = scores_and_target(rows=4, classes=5, seed=2)
+    value, grad = loss_and_grad(ours, scores, target)
+    expected = normalize(scores) - torch.nn.functional.one_hot(target, 5).double()
+    torch.testing.assert_close(grad, row_scale(value)[:, None] * expected, rtol=1e-12,
+                               atol=1e-12)
+    assert torch.autograd.gradcheck(lambda x: ours(x, target), scores.clone().requires_grad_())
+
+
+@pytest.mark.parametrize("ours,_,normalize", CASES, ids=IDS)
+def test_loss_is_zero_exactly_on_a_confident_row_and_positive_elsewhere(ours, _, normalize):
+    scores = torch.tensor([[9.0, 0.0, -1.0], [0.3, 0.2, 0.1], [0.0, 9.0, float("-inf")]],
+                          dtype=torch.float64)
+    target = torch.tensor([0, 0, 1])
+    assert (normalize(scores[[0, 2]]) == torch.eye(3, dtype=torch.float64)[[0, 1]]).all()
+    assert ours(scores, target).tolist()[0] == 0.0 == ours(scores, target).tolist()[2]
+    assert ours(scores, target)[1] > 0
+
+
+@pytest.mark.parametrize("ours,_,normalize", CASES, ids=IDS)
+def test_a_nan_row_gives_a_nan_loss_and_leaves_the_others(ours, _, normalize):
+    scores, target = scores_and_target(rows=5, classes=4, seed=4)
+    clean = ours(scores, target)
+    scores[2, 1] = float("nan")
+    dirty = ours(scores, target)
+    assert dirty[2].isnan() and torch.equal(dirty[[0, 1, 3, 4]], clean[[0, 1, 3, 4]])
+
+
+@pytest.mark.parametrize("target,error,words", [
+    (torch.tensor([0, 4]), ValueError, "target 4 is not a class index in [0, 4)"),
+    (torch.tensor([-1, 0]), ValueError, "target -1 is not a class index"),
+    (torch.tensor([0.0, 1.0]), TypeError, "needs integer class indices"),
+    (torch.tensor([0, 1, 2]), ValueError, "without the last (class) dim")])
+def test_bad_targets_are_one_line_errors(target, error, words):
+    with pytest.raises(error) as raised:
+        losses.sparsemax_loss(torch.randn(2, 4), target)
+    assert words in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_bad_reduction_and_integer_scores_are_one_line_errors():
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        losses.SparsemaxLoss(reduction="mean")
+    with pytest.raises(TypeError, match="entmax15_loss needs floating-point scores"):
+        losses.entmax15_loss(torch.ones(2, 3, dtype=torch.long), torch.tensor([0, 1]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=0, max_size=2), classes=st.integers(1, 7),
+       case=st.sampled_from(range(len(CASES))), seed=st.integers(0, 2 ** 16))
+def test_any_shape_gives_non_negative_losses_with_gradient_p_minus_e_y(shape, classes, case,
+                                                                        seed):
+    ours, _, normalize = CASES[case]
+    generator = torch.Generator().manual_seed(seed)
+    scores = 3 * torch.randn(*shape, classes, dtype=torch.float64, generator=generator)
+    target = torch.randint(0, classes, tuple(shape), generator=generator)
+    value, grad = loss_and_grad(partial(ours, reduction="none"), scores, target)
+    assert value.shape == tuple(shape) and (value >= -1e-12).all()
+    weights = normalize(scores)
+    expected = weights - torch.nn.functional.one_hot(target, classes).double()
+    torch.testing.assert_close(grad, row_scale(value).unsqueeze(-1) * expected, rtol=1e-10,
+                               atol=1e-10)
+
+
+@pytest.mark.parametrize("ours,_,normalize", CASES, ids=IDS)
+def test_a_masked_class_counts_as_absent_and_an_offset_changes_nothing(ours, _, normalize):
+    scores, target = scores_and_target(rows=5, classes=4, seed=5)
+    target[target == 3] = 0
+    masked = torch.cat([scores[:, :3], torch.full((5, 1), float("-inf"))], dim=1)
+    torch.testing.assert_close(ours(masked, target), ours(scores[:, :3], target))
+    torch.testing.assert_close(ours(scores + 1e6, target), ours(scores, target), rtol=1e-9,
+                               atol=1e-9)
+
+
+def test_importing_the_losses_imports_no_fairseq():
+    code = ("import sys, sparse_attn_plugin.losses\n"
+            "assert 'fairseq' not in sys.modules, 'fairseq imported'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
