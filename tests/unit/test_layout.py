@@ -28,9 +28,10 @@ MAY_IMPORT = {"sparse_attn_plugin": set(),
               "sparse_attn_experiments": {"sparse_attn_plugin", "sparse_attn_data"}}
 #: The library under the plugin: plain PyTorch, importing from the plugin only these (the
 #: registry: the torch-free table of the normalisers its names come from).
-LIBRARY = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.functional")
+LIBRARY = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.functional",
+           "sparse_attn_plugin.losses")
 LIBRARY_MAY_IMPORT = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.errors",
-                      "sparse_attn_plugin.normalizer_registry")
+                      "sparse_attn_plugin.normalizer_registry", "sparse_attn_plugin.functional")
 #: The one module that turns a model's configuration into each site's normaliser.
 SITE_DECIDER = "sparse_attn_plugin.site_normalizers"
 #: The command-line modules (each one ``main``), which only console scripts import.
