@@ -190,8 +190,11 @@ def softmax_rows(scores: Tensor) -> Tensor:
     """``softmax`` over the last dim under the contract: torch's softmax already makes a row
     with a NaN or ``+inf`` NaN (weights and gradient), so only rows with every key masked
     are filled (0 before, for a finite gradient, and 0 after): five kernels, where
-    :func:`guarded` launches eleven on a GPU, every decoding step."""
+    :func:`guarded` launches eleven on a GPU, every decoding step. On the CPU the fills
+    are skipped when no row is empty (checking costs no stall there)."""
     empty = torch.isneginf(scores.amax(dim=-1, keepdim=True))
+    if not (scores.is_cuda or bool(empty.any())):
+        return torch.softmax(scores, dim=-1)
     return torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
 
 
