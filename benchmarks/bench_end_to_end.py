@@ -51,7 +51,7 @@ from sparse_attn_experiments.provenance import (
     git_commit,
     provenance_header,
 )
-from sparse_attn_experiments.timing import interleaved_samples
+from sparse_attn_experiments.timing import decode_batches, device_sync, interleaved_samples
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES, NormalizerOptions
@@ -150,15 +150,11 @@ def same_state(a, b) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def device_sync(args):
-    return torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-
-
 def train_in_process(data, model, rows, args, flags):
     """Milliseconds per training batch of every row in every round, whether fairseq's
     transformer and our softmax start from identical weights, and the target tokens per
     batch."""
-    sync = device_sync(args)
+    sync = device_sync(args.device)
     built, samples, _ = in_process(data, flags, {r.label: row_flags(r, model) for r in rows},
                                    args.batches, args.device, args.fp16)
     identical = same_state(built[FAIRSEQ][0], built[SOFTMAX][0])
@@ -184,18 +180,13 @@ def generate_in_process(data, model, rows, args, flags):
     beam search (beam 5, batches of 128 test sentences, every hypothesis forced to
     ``--length`` tokens), the rows' models built from one seed, and each row's hypotheses
     (token ids) of an untimed first decode."""
-    from fairseq import utils
     from fairseq.sequence_generator import SequenceGenerator
 
-    sync = device_sync(args)
+    sync = device_sync(args.device)
     built, _, task = in_process(data, flags, {r.label: row_flags(r, model) for r in rows}, 0,
                                 args.device, args.fp16)
-    task.load_dataset("test")
-    test = task.dataset("test")
-    batches = [test.collater([test[i] for i in range(start, min(start + 128, len(test)))])
-               for start in range(0, len(test), 128)]
-    if args.device == "cuda":
-        batches = [utils.move_to_cuda(batch) for batch in batches]
+    batches = decode_batches(task, 128, args.device)
+    sentences = sum(batch["nsentences"] for batch in batches)
     generators = {label: SequenceGenerator([network.eval()], task.target_dictionary,
                                            beam_size=5, min_len=args.length, max_len_a=0,
                                            max_len_b=args.length)
@@ -209,7 +200,7 @@ def generate_in_process(data, model, rows, args, flags):
     hypotheses = {label: decode(label) for label in generators}  # untimed: compiles, settles
     seconds = interleaved_samples({label: (lambda x=label: decode(x)) for label in generators},
                                   args.rounds, sync=sync)
-    return {label: [len(test) / s for s in runs] for label, runs in seconds.items()}, hypotheses
+    return {label: [sentences / s for s in runs] for label, runs in seconds.items()}, hypotheses
 
 
 def rotated(rows, r):

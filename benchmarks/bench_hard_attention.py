@@ -25,7 +25,6 @@ the share is GPU time; the decode is profiled for self CPU and self CUDA time.
         [--device cuda --fp16]
 """
 
-import argparse
 import shlex
 import sys
 import tempfile
@@ -33,13 +32,19 @@ import time
 from pathlib import Path
 
 import torch
-from fairseq import options, tasks, utils
+from fairseq import options, tasks
 
 from sparse_attn_data.synthetic import binarize, write_corpus
 from sparse_attn_experiments.comparison.models import transformer_size
 from sparse_attn_experiments.pipeline import PLUGIN_DIR
 from sparse_attn_experiments.provenance import provenance_header
-from sparse_attn_experiments.timing import generation_seconds, interleaved_medians
+from sparse_attn_experiments.timing import (
+    decode_batches,
+    device_sync,
+    generation_seconds,
+    interleaved_medians,
+)
+from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import HardRetrieval, Normalizer, Softmax
 from sparse_attn_plugin.normalizers.base import weighted_sum
@@ -361,16 +366,12 @@ def model_dims_text(res):
     return f"{heads} heads x {dim} = {embed} dimensions"
 
 
-def device_sync(device):
-    """What waits for ``device``'s queued work: ``torch.cuda.synchronize`` on CUDA."""
-    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
-
-
 def parse_args(argv):
     """The settings, with the device's ``sync``, ``dtype``, ``device_name`` and
     ``precision`` added."""
     cuda = torch.cuda.is_available()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0],
+                           command="bench_hard_attention.py")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if cuda else "cpu")
     parser.add_argument("--fp16", action="store_true", help="half precision (CUDA only)")
@@ -399,18 +400,6 @@ def parse_args(argv):
     args.device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     args.precision = "float16" if args.fp16 else "float32"
     return args
-
-
-def decode_batches(task, batch_size, device):
-    """The test set in batches of ``batch_size`` sentences, on ``device``."""
-    task.load_dataset("test")
-    dataset = task.dataset("test")
-    batches = [dataset.collater([dataset[i] for i in range(s, min(s + batch_size,
-                                                                  len(dataset)))])
-               for s in range(0, len(dataset), batch_size)]
-    if device == "cuda":
-        batches = [utils.move_to_cuda(batch) for batch in batches]
-    return batches
 
 
 def main(argv=None):

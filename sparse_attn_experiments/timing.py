@@ -66,6 +66,13 @@ def ratios_to(medians: Dict[str, float], reference: str = "softmax") -> Dict[str
             for name, s in medians.items()}
 
 
+def device_sync(device: str) -> Callable[[], None]:
+    """What waits for ``device``'s queued work: ``torch.cuda.synchronize`` on CUDA."""
+    import torch
+
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
 def start_timing(args):
     """Apply the timing flags (threads, seed): ``(dtype, sync, generator)`` for the run,
     ``sync`` waiting for the device's queued work."""
@@ -73,7 +80,7 @@ def start_timing(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    sync = device_sync(args.device)
     torch.manual_seed(args.seed)  # upstream gradients
     return getattr(torch, args.dtype), sync, torch.Generator().manual_seed(args.seed)
 
@@ -93,6 +100,18 @@ def add_timing_args(parser, subject: str) -> None:
     parser.add_argument("--sample-s", type=float, default=0.005,
                         help=f"aim for at least this long a timed sample of each {subject}")
     parser.add_argument("--seed", type=int, default=0)
+
+
+def decode_batches(task, batch_size: int, device: str) -> list:
+    """The task's test set in batches of ``batch_size`` sentences, on ``device``."""
+    from fairseq import utils
+
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    batches = [dataset.collater([dataset[i] for i in range(start, min(start + batch_size,
+                                                                      len(dataset)))])
+               for start in range(0, len(dataset), batch_size)]
+    return [utils.move_to_cuda(b) for b in batches] if device == "cuda" else batches
 
 
 def generation_seconds(task, model, sample, beam: int, length: int,
