@@ -111,14 +111,16 @@ def run_part(command: List[str], log: Path, budget_s: float, env: Dict[str, str]
 
 
 def junit_summary(path: Path) -> Optional[dict]:
-    """A pytest junit report's counts (its suite's, which count each test once) and its
-    failures' first lines; None if absent. ``skipped`` includes expected failures."""
+    """A pytest junit report's counts (its suite's, which count each test once), its
+    failures' first lines and the reasons of its skips and of its expected failures (xfail,
+    which junit files count as skips); None if absent."""
     if not path.exists():
         return None
     root = ElementTree.parse(path).getroot()
     suite = next(root.iter("testsuite"))
     counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
-    failed, skip_reasons = [], set()
+    failed, reasons = [], {"skip_reasons": set(), "xfail_reasons": set()}
+    xfailed = 0
     for case in root.iter("testcase"):
         for child in case:
             if child.tag in ("failure", "error"):
@@ -126,11 +128,14 @@ def junit_summary(path: Path) -> Optional[dict]:
                 failed.append(f"{case.get('classname')}::{case.get('name')}: "
                               f"{message[0] if message else child.tag}"[:300])
             elif child.tag == "skipped":
-                skip_reasons.add(child.get("message", ""))
+                expected = child.get("type") == "pytest.xfail"
+                xfailed += expected
+                reasons["xfail_reasons" if expected else "skip_reasons"].add(
+                    child.get("message", ""))
     bad = counts["failures"] + counts["errors"]
-    return {"tests": counts["tests"], "failed": bad, "skipped": counts["skipped"],
-            "passed": counts["tests"] - bad - counts["skipped"], "failures": failed,
-            "skip_reasons": sorted(skip_reasons)}
+    return {"tests": counts["tests"], "failed": bad, "skipped": counts["skipped"] - xfailed,
+            "xfailed": xfailed, "passed": counts["tests"] - bad - counts["skipped"],
+            "failures": failed, **{key: sorted(values) for key, values in reasons.items()}}
 
 
 def environment(rehearse: bool) -> dict:
@@ -198,7 +203,8 @@ def status(result: dict) -> str:
 def tests_cell(tests: Optional[dict]) -> str:
     if tests is None:
         return "-"
-    return f"{tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped"
+    return (f"{tests['passed']} passed, {tests['failed']} failed, "
+            f"{tests['xfailed']} xfail, {tests['skipped']} skipped")
 
 
 def render(report: dict) -> str:
@@ -225,6 +231,9 @@ def render(report: dict) -> str:
         tests = report["parts"][name]["tests"]
         if tests and tests["failures"]:
             lines += [f"## {name}: failures", "", *(f"- `{f}`" for f in tests["failures"]), ""]
+        if tests and tests["xfail_reasons"]:
+            lines += [f"## {name}: expected failures", "",
+                      *(f"- {r}" for r in tests["xfail_reasons"]), ""]
         if tests and tests["skip_reasons"] and not tests["passed"]:
             lines += [f"## {name}: skipped", "", *(f"- {r}" for r in tests["skip_reasons"]), ""]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, fairseq_env
+from helpers import REPO, fairseq_env, load_benchmark
 
 PARTS = ("kernels", "end_to_end", "hard_attention", "fairseq")
 
@@ -134,3 +134,20 @@ def test_commit_names_the_files_that_ran_where_git_metadata_cannot(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((out / "report.json").read_text())["environment"]["commit"] == "6a5a337"
     assert "- commit: `6a5a337`" in (out / "README.md").read_text()
+
+
+JUNIT = """<testsuites><testsuite tests="4" failures="1" errors="0" skipped="2">
+<testcase classname="t" name="passes"/>
+<testcase classname="t" name="breaks"><failure message="assert 1 == 2">...</failure></testcase>
+<testcase classname="t" name="overflows"><skipped type="pytest.xfail" message="fp16 overflow"/>
+</testcase>
+<testcase classname="t" name="needs_cuda"><skipped type="pytest.skip" message="no CUDA"/>
+</testcase></testsuite></testsuites>"""
+
+
+def test_junit_counts_expected_failures_apart_from_skips(tmp_path):
+    (tmp_path / "junit.xml").write_text(JUNIT)
+    tests = load_benchmark("gpu_report").junit_summary(tmp_path / "junit.xml")
+    assert (tests["passed"], tests["failed"], tests["xfailed"], tests["skipped"]) == (1, 1, 1, 1)
+    assert tests["xfail_reasons"] == ["fp16 overflow"] and tests["skip_reasons"] == ["no CUDA"]
+    assert tests["failures"] == ["t::breaks: assert 1 == 2"]
