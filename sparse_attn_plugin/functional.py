@@ -30,7 +30,9 @@ from .normalizers.entmax_family import (
     check_alpha,
     check_n_iter,
     entmax_alpha_weights,
+    in_newton_range,
 )
+from .normalizers.entmax_general import general_weights
 from .normalizers.topk import TopK, check_k, topk_weights
 
 __all__ = ["csoftmax", "csparsemax", "entmax15", "entmax_alpha", "softmax", "sparsemax",
@@ -77,17 +79,20 @@ def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: st
         p_j = [(alpha - 1) x_j - tau]_+ ^ (1 / (alpha - 1)),   tau such that sum_j p_j = 1,
 
     with Tsallis entropy ``H^T_alpha(p) = sum_j (p_j - p_j^alpha) / (alpha (alpha - 1))``.
-    ``alpha`` in (1, 2] (else ValueError; a tensor is read back to check, which waits for a
-    GPU) is a number or a tensor broadcastable to ``x`` with size 1 along ``dim`` (e.g.
-    ``(1, H, 1, 1)``: one per head), cast to the weights' dtype, with closed-form
-    gradients; keep a learned one in range by ``EntmaxAlpha.alpha_of`` (docs/library.md,
-    "Learning alpha per head"). ``n_iter`` caps the safeguarded Newton solver for ``tau``,
-    which stops on convergence; ``impl`` as in the module docstring.
+    ``alpha`` > 0 (else ValueError; a tensor is read back to check, which waits for a GPU;
+    1 is softmax, 2 sparsemax, below 1 dense) is a number or a tensor broadcastable to ``x``
+    with size 1 along ``dim`` (e.g. ``(1, H, 1, 1)``: one per head), cast to the weights'
+    dtype, with closed-form gradients; keep a learned one in range by
+    ``EntmaxAlpha.alpha_of`` (docs/library.md, "Learning alpha per head"). In (1, 2]
+    ``n_iter`` caps the safeguarded Newton solver for ``tau``, which stops on convergence,
+    and ``impl`` is as in the module docstring; other alphas are solved eagerly by
+    :mod:`.normalizers.entmax_general`.
     """
     check_impl(impl)
     n_iter = check_n_iter(n_iter)
     alpha = _alpha_along(check_alpha(alpha), x, dim)
-    return normalize_along(partial(entmax_alpha_weights, alpha=alpha, n_iter=n_iter, impl=impl),
+    solve = entmax_alpha_weights if in_newton_range(alpha) else general_weights
+    return normalize_along(partial(solve, alpha=alpha, n_iter=n_iter, impl=impl),
                            x, dim, EntmaxAlpha.zeroes_empty_rows, "entmax_alpha")
 
 

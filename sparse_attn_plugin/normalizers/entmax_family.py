@@ -85,15 +85,15 @@ def check_n_iter(n_iter: int) -> int:
 
 
 def check_alpha(alpha: Union[float, Tensor]) -> Union[float, Tensor]:
-    """``alpha`` if every value of it lies in (1, 2] (a tensor's are read back, which waits
-    for a GPU), as a float if it is a number; ValueError, one line, otherwise."""
+    """``alpha`` if every value of it is a finite number > 0 (a tensor's are read back,
+    which waits for a GPU), as a float if it is a number; ValueError, one line, otherwise."""
     if isinstance(alpha, Tensor):
         if not alpha.is_floating_point():
             raise ValueError(f"entmax_alpha needs a floating-point alpha tensor, got "
                              f"{alpha.dtype}")
-        outside = ~((alpha > 1) & (alpha <= 2))
+        outside = ~((alpha > 0) & torch.isfinite(alpha))
         if bool(outside.any()):
-            raise ValueError(f"entmax_alpha needs alpha in (1, 2]: {int(outside.sum())} of "
+            raise ValueError(f"entmax_alpha needs finite alpha > 0: {int(outside.sum())} of "
                              f"{alpha.numel()} values are not (e.g. "
                              f"{alpha.detach()[outside].flatten()[0].item():.4g})")
         return alpha
@@ -101,18 +101,27 @@ def check_alpha(alpha: Union[float, Tensor]) -> Union[float, Tensor]:
         value = float(alpha)
     except (TypeError, ValueError):
         value = math.nan
-    if not 1.0 < value <= 2.0:
-        raise ValueError(f"entmax_alpha needs alpha in (1, 2], got {alpha!r}")
+    if not 0.0 < value < math.inf:
+        raise ValueError(f"entmax_alpha needs a finite alpha > 0, got {alpha!r}")
     return value
+
+
+def in_newton_range(alpha: Union[float, Tensor]) -> bool:
+    """Whether every alpha lies in (1, 2], where the Newton solvers and kernels of
+    :mod:`.entmax_newton` and :mod:`.fused_triton` apply (a tensor is read back)."""
+    if isinstance(alpha, Tensor):
+        return bool(((alpha > 1) & (alpha <= 2)).all())
+    return 1.0 < alpha <= 2.0
 
 
 def entmax_alpha_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: int = 30,
                          impl: str = "auto") -> Tensor:
     """alpha-entmax weights over the last dim of float32/float64 scores by the Newton solver
     (``n_iter`` steps at most) that ``impl`` picks, for ``alpha`` in (1, 2] (not checked
-    here: :func:`check_alpha`): a number, or a tensor broadcastable to the scores with size
-    1 in the last dim (cast to the scores' dtype; differentiable). Rows with every key
-    masked get all-zero weights, rows with a NaN or ``+inf`` NaN weights."""
+    here: :func:`in_newton_range`; other alphas: :func:`.entmax_general.general_weights`): a
+    number, or a tensor broadcastable to the scores with size 1 in the last dim (cast to the
+    scores' dtype; differentiable). Rows with every key masked get all-zero weights, rows
+    with a NaN or ``+inf`` NaN weights."""
     if isinstance(alpha, Tensor):
         alpha = alpha.to(scores.dtype)
     return _entmax_alpha(n_iter)(impl, scores, alpha)

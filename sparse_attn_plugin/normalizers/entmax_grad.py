@@ -41,13 +41,19 @@ def scores_grad(p: Tensor, g: Tensor, dp: Tensor):
 
 
 def alpha_grad(p: Tensor, dp: Tensor, dp_ghat: Tensor, alpha: Tensor) -> Tensor:
-    """Per row, ``r^2 (sum dp p - sum dp g_hat) - r (sum dp p log p - sum dp g_hat * H)``."""
-    r = 1 / (alpha - 1)
-    plogp = p * torch.log(p + (p == 0).to(p.dtype))   # 0 log 0 = 0, and no slow log(0)
+    """Per row, ``r^2 (sum dp p - sum dp g_hat) - r (sum dp p log p - sum dp g_hat * H)``;
+    at alpha = 1 (softmax) its limit ``(sum dp p * sum p log^2 p - sum dp p log^2 p) / 2``."""
+    at_one = alpha == 1
+    r = 1 / torch.where(at_one, 2.0, alpha - 1)
+    log_p = torch.log(p + (p == 0).to(p.dtype))       # 0 log 0 = 0, and no slow log(0)
+    plogp = p * log_p
     neg_entropy = plogp.sum(-1, keepdim=True)
     dp_p = (dp * p).sum(-1, keepdim=True)
     dp_plogp = (dp * plogp).sum(-1, keepdim=True)
-    return r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
+    general = r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
+    plog2p = plogp * log_p
+    limit = (dp_p * plog2p.sum(-1, keepdim=True) - (dp * plog2p).sum(-1, keepdim=True)) / 2
+    return torch.where(at_one, limit, general)
 
 
 def grads(p: Tensor, g: Tensor, dp: Tensor, alpha: Tensor):

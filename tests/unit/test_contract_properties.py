@@ -635,13 +635,13 @@ def test_an_empty_dim_gives_empty_weights_as_softmax_does(case, impl):
         assert weights.shape == x.shape and weights.dtype == weights_dtype(dtype), (shape, dtype)
 
 
-BAD_ALPHAS = [1.0, 0.5, 0.2, 0.75, 2.5, 3.0, -1.5, NAN, POS_INF, NEG_INF]
+BAD_ALPHAS = [0.0, -0.0, -1.5, NAN, POS_INF, NEG_INF]
 
 
 @pytest.mark.parametrize("as_tensor", [False, True], ids=["number", "tensor"])
 @pytest.mark.parametrize("impl", ["torch", "compiled", pytest.param(
     "triton", marks=pytest.mark.requires("triton"))])
-def test_alpha_outside_1_2_is_a_value_error(impl, as_tensor):
+def test_alpha_outside_its_domain_is_a_value_error(impl, as_tensor):
     """Contract 6: a number, or a tensor with one bad value among good ones (read back)."""
     x = torch.randn(2, 3, 5)
     for bad in BAD_ALPHAS:

@@ -2,8 +2,8 @@
 each in every implementation (eager sort and Newton, compiled, Triton under the
 interpreter): NaN and +inf rows give NaN (never finite weights, never an IndexError), the
 weights are exact at any offset (float64 to rounding, against a 50-digit reference),
-alpha outside (1, 2] and non-floating scores fail in one line, and second derivatives are
-exact or absent, never wrong."""
+alpha outside its domain (finite, > 0) and non-floating scores fail in one line, and
+second derivatives are exact or absent, never wrong."""
 
 import math
 
@@ -105,11 +105,11 @@ def test_float64_weights_are_exact_to_rounding_at_any_offset(impl, alpha, offset
 # -- finding 4: alpha outside the domain ----------------------------------------------------
 
 
-@pytest.mark.parametrize("alpha", [0.2, 0.5, 0.75, 1.0, 2.5, 3.0, NAN])
+@pytest.mark.parametrize("alpha", [0.0, -0.5, NAN, math.inf])
 @pytest.mark.parametrize("impl", IMPLS)
-def test_a_tensor_alpha_outside_1_2_is_one_line(alpha, impl):
+def test_a_tensor_alpha_outside_its_domain_is_one_line(alpha, impl):
     alphas = torch.tensor([[1.5], [alpha]])
-    with pytest.raises(ValueError, match=r"alpha in \(1, 2\]: 1 of 2 values") as error:
+    with pytest.raises(ValueError, match=r"finite alpha > 0: 1 of 2 values") as error:
         F.entmax_alpha(torch.randn(2, 5), alphas, impl=impl)
     assert "\n" not in str(error.value)
 
