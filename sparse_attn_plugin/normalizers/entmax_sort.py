@@ -1,0 +1,136 @@
+"""Sparsemax and 1.5-entmax by sorting, exactly, and the threshold of alpha-entmax.
+
+alpha-entmax is ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` with ``tau`` such
+that ``sum_j p_j = 1``. With ``x = (alpha - 1)(s - max s)`` sorted descending, ``x_(1) >= ...``,
+and ``c_k = sum_{j <= k} x_(j)``, the support is ``k*`` entries and ``tau`` in closed form:
+
+* sparsemax (alpha = 2; Martins & Astudillo 2016, *From Softmax to Sparsemax*):
+  ``k* = max{k : 1 + k x_(k) > c_k}``, ``tau = (c_k* - 1) / k*``;
+* 1.5-entmax (Peters, Niculae & Martins 2019, *Sparse Sequence-to-Sequence Models*,
+  algorithm 2): with the running mean ``M_k = c_k / k`` and mean of squares ``Q_k``,
+  ``tau_k = M_k - sqrt((1 - k (Q_k - M_k^2)) / k)`` (a root of ``sum_{j <= k} (x_(j) -
+  tau)^2 = 1``) and ``k* = max{k : tau_k <= x_(k)}``.
+
+Each test holds for every ``k <= k*`` and for none after, so ``k*`` is the number that
+pass. Rows with every entry ``-inf`` get zero weights, rows with a NaN or ``+inf`` NaN
+weights, and none raises (a NaN sorts first and fails every test; ``k*`` is at least 1).
+"""
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .base import at_least_float32, check_count, check_scores
+from .entmax_newton import newton_solve
+
+#: The alphas solved by a sort here; :func:`threshold_and_support` reads any other
+#: alpha's threshold from the Newton solver's weights.
+SORTED_ALPHAS = (2.0, 1.5)
+
+
+def _threshold_of_sorted(xs: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
+    """``tau`` and ``k*`` (both ``(..., 1)``; ``k*`` int64) of rows ``xs`` sorted descending
+    whose first entry is 0 (``-inf`` allowed after it), at alpha 2 or 1.5."""
+    rho = torch.arange(1, xs.size(-1) + 1, dtype=xs.dtype, device=xs.device)
+    total = xs.cumsum(-1)
+    if alpha == 2.0:
+        inside = 1 + rho * xs > total
+        taus = (total - 1) / rho
+    else:   # NaN where an entry is -inf (inf - inf), which fails the test
+        mean = total / rho
+        spread = rho * ((xs * xs).cumsum(-1) / rho - mean * mean)
+        taus = mean - ((1 - spread) / rho).clamp_min(0).sqrt()
+        inside = taus <= xs
+    # x_(1) = 0 passes both; a row of NaN passes none, and gets tau_1 (NaN)
+    support = inside.sum(-1, keepdim=True).clamp_min(1)
+    return taus.gather(-1, support - 1), support
+
+
+def _sorted_threshold(x: Tensor, alpha: float, k: Optional[int]) -> Tuple[Tensor, Tensor]:
+    """:func:`_threshold_of_sorted` of the rows ``x`` (maximum 0 each): over the ``k``
+    largest entries (``torch.topk``) if ``k`` is below the row length, by a full sort for
+    the rows whose support may be longer (``k*`` reaching ``k``)."""
+    if k is None or k >= x.size(-1):
+        return _threshold_of_sorted(x.sort(-1, descending=True).values, alpha)
+    tau, support = _threshold_of_sorted(x.topk(k, -1).values, alpha)
+    longer = (support == k).squeeze(-1)
+    if bool(longer.any()):
+        tau[longer], support[longer] = _sorted_threshold(x[longer], alpha, None)
+    return tau, support
+
+
+def _shifted(scores: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
+    """``x = (alpha - 1)(s - max s)`` over the last dim, and the maxima; a row whose maximum
+    is not finite gets a NaN in ``x`` (NaN weights, which empty rows then fill with 0)."""
+    top = scores.amax(-1, keepdim=True)
+    x = scores - top
+    return (x if alpha == 2.0 else x * (alpha - 1)), top
+
+
+@torch.no_grad()
+def _sort_solve(scores: Tensor, alpha: float, dim: int, k: Optional[int]) -> Tensor:
+    """alpha-entmax weights along ``dim`` by the sort, for alpha 2 or 1.5."""
+    if k is not None:
+        k = check_count(k, "k", "the sort")
+    scores = at_least_float32(scores).movedim(dim, -1)
+    if scores.size(-1) == 0:
+        return scores.clone().movedim(-1, dim)
+    x, top = _shifted(scores, alpha)
+    tau, _ = _sorted_threshold(x, alpha, k)
+    u = (x - tau).clamp_min(0)                   # NaN stays NaN
+    p = u if alpha == 2.0 else u * u
+    return p.masked_fill(torch.isneginf(top), 0.0).movedim(-1, dim)
+
+
+def sparsemax_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
+    """sparsemax of float32/float64 ``scores`` along ``dim`` by the sort, with no graph
+    (:func:`.entmax_family.by_sort` gives it gradients). ``k``: sort only the ``k`` largest
+    first (``torch.topk``), the whole row where the support may be longer."""
+    return _sort_solve(scores, 2.0, dim, k)
+
+
+def entmax15_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
+    """1.5-entmax of float32/float64 ``scores`` along ``dim`` by the sort, as
+    :func:`sparsemax_sort` (no graph; ``k`` the same)."""
+    return _sort_solve(scores, 1.5, dim, k)
+
+
+@torch.no_grad()
+def threshold_and_support(scores: Tensor, alpha: float, dim: int = -1) -> Tuple[Tensor, Tensor]:
+    """``(tau, support_size)`` of alpha-entmax along ``dim`` for a number ``alpha`` in
+    (1, 2]: ``tau`` such that ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` in the
+    scores' own scale (unshifted), and ``|{j : p_j > 0}|`` (int64), both with ``dim`` kept
+    at size 1. Exactly by the sort at alpha 2 and 1.5, else from the Newton solver's
+    weights (``tau = (alpha - 1) max s - (max p)^(alpha - 1)``). The entmax package's
+    convention: its ``_sparsemax_threshold_and_support(s)`` at alpha 2,
+    ``_entmax_threshold_and_support(s / 2)`` at 1.5. No gradient. A row with every entry
+    ``-inf`` has support 0 and ``tau = +inf`` (no entry passes); a NaN or ``+inf`` score is
+    a ValueError (no threshold exists)."""
+    check_scores(scores, "threshold_and_support")
+    try:
+        value = math.nan if isinstance(alpha, (bool, Tensor)) else float(alpha)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 1.0 < value <= 2.0:
+        shown = " ".join(repr(alpha).split())
+        raise ValueError(f"threshold_and_support needs a number alpha in (1, 2], got {shown}")
+    scores = at_least_float32(scores).movedim(dim, -1)
+    top = scores.amax(-1, keepdim=True) if scores.size(-1) else scores.new_full(
+        (*scores.shape[:-1], 1), -math.inf)     # an empty slice: as if all masked
+    invalid = torch.isnan(top) | torch.isposinf(top)
+    if bool(invalid.any()):
+        raise ValueError(f"threshold_and_support: {int(invalid.sum())} of {invalid.numel()} "
+                         "slices have a NaN or +inf score, and no threshold")
+    if scores.size(-1) == 0:
+        tau, support = top, torch.zeros_like(top, dtype=torch.long)
+    elif value in SORTED_ALPHAS:
+        tau, support = _sorted_threshold(_shifted(scores, value)[0], value, None)
+    else:
+        p, _ = newton_solve(scores, value)
+        support = (p > 0).sum(-1, keepdim=True)
+        tau = -p.amax(-1, keepdim=True) ** (value - 1)
+    empty = torch.isneginf(top)
+    tau = torch.where(empty, math.inf, tau + (value - 1) * top.masked_fill(empty, 0.0))
+    return tau.movedim(-1, dim), support.masked_fill(empty, 0).movedim(-1, dim)
