@@ -7,8 +7,10 @@ For scores ``z`` of one row and its target class ``y``, with ``p = entmax_alpha(
     L(z; y) = H_alpha(p) + <p - e_y, z>,      dL/dz = p - e_y,
 
 non-negative and 0 exactly when ``p = e_y`` (Blondel, Martins & Niculae 2020, "Learning
-with Fenchel-Young Losses"; Peters, Niculae & Martins 2019). The names and signatures are
-the entmax package's; plain PyTorch, no fairseq. docs/library.md, "Losses".
+with Fenchel-Young Losses"; Peters, Niculae & Martins 2019). alpha-normmax's (Santos et al.
+2024, :mod:`.normalizers.normmax`) has ``1 - ||p||_alpha`` in place of ``H_alpha(p)``. The
+names and signatures are the entmax package's (``normmax_loss`` is its
+``normmax_bisect_loss``); plain PyTorch, no fairseq. docs/library.md, "Losses".
 """
 
 from functools import partial
@@ -18,29 +20,35 @@ import torch
 from torch import Tensor, nn
 
 from .functional import entmax15, entmax_alpha, sparsemax
-from .normalizers.base import check_scores
+from .normalizers.base import check_count, check_scores
+from .normalizers.normmax import alpha_norm, check_alpha, normmax
 
-__all__ = ["Entmax15Loss", "EntmaxBisectLoss", "SparsemaxLoss", "entmax15_loss",
-           "entmax_bisect_loss", "sparsemax_loss"]
+__all__ = ["Entmax15Loss", "EntmaxBisectLoss", "NormmaxLoss", "SparsemaxBisectLoss",
+           "SparsemaxLoss", "entmax15_loss", "entmax_bisect_loss", "normmax_loss",
+           "sparsemax_bisect_loss", "sparsemax_loss"]
 
 #: What ``reduction`` may be, as in the entmax package.
 REDUCTIONS = ("elementwise_mean", "sum", "none")
 
 
+#: The entropy term of a loss: ``H(p)`` of each row (last dim) of the weights ``p``.
+Entropy = Callable[[Tensor], Tensor]
+
+
 class _FenchelYoung(torch.autograd.Function):
-    """Per-row loss ``H_alpha(p) + <p - e_y, z>`` with the closed-form backward
+    """Per-row loss ``H(p) + <p - e_y, z>`` with the closed-form backward
     ``(p - e_y) * grad``: nothing is differentiated through the normaliser, and ``p`` is a
     constant to a second derivative (which comes out 0, as in the entmax package)."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, target: Tensor, normalize: Callable[[Tensor], Tensor],
-                alpha: Union[float, Tensor]) -> Tensor:
+                entropy: Entropy) -> Tensor:
         weights = normalize(scores)
         residual = weights.scatter_add(-1, target.unsqueeze(-1),
                                        torch.full_like(weights[..., :1], -1.0))
         ctx.save_for_backward(residual)
         ctx.scores_dtype = scores.dtype
-        return _tsallis_entropy(weights, alpha) + _inner(residual, scores)
+        return entropy(weights) + _inner(residual, scores)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -52,6 +60,12 @@ def _tsallis_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
     """``(1 - sum_j p_j^alpha) / (alpha (alpha - 1))`` of each row (last dim)."""
     total = (weights ** alpha).sum(-1, keepdim=True)
     return ((1 - total) / (alpha * (alpha - 1))).squeeze(-1)
+
+
+def _norm_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
+    """``1 - ||p||_alpha`` of each row (last dim): normmax's entropy, as Tsallis's 0 at a
+    one-hot ``p``."""
+    return (1 - alpha_norm(weights, alpha)).squeeze(-1)
 
 
 def _inner(residual: Tensor, scores: Tensor) -> Tensor:
@@ -92,16 +106,16 @@ def _check_reduction(reduction: str, name: str) -> str:
     return reduction
 
 
-def _loss(normalize: Callable[[Tensor], Tensor], alpha: Union[float, Tensor], scores: Tensor,
+def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tensor,
           target: Tensor, ignore_index: int, reduction: str, name: str) -> Tensor:
-    """The Fenchel-Young loss of ``normalize`` (alpha-entmax at ``alpha``) of each row of
+    """The Fenchel-Young loss of ``normalize`` (whose entropy is ``entropy``) of each row of
     ``scores`` (classes along the last dim), 0 with no gradient on rows whose target is
     ``ignore_index``, reduced as the entmax package does: ``elementwise_mean`` divides the
     sum by the number of rows counted (NaN if none, as 0 / 0)."""
     check_scores(scores, name)
     _check_reduction(reduction, name)
     counted = _check_target(scores, target, ignore_index, name)
-    losses = _FenchelYoung.apply(scores, target.masked_fill(~counted, 0), normalize, alpha)
+    losses = _FenchelYoung.apply(scores, target.masked_fill(~counted, 0), normalize, entropy)
     losses = torch.where(counted, losses, torch.zeros_like(losses))
     if reduction == "sum":
         return losses.sum()
@@ -116,16 +130,16 @@ def sparsemax_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
     ``(1 - ||p||^2) / 2 + <p - e_y, X>`` per row of scores ``X`` (..., classes) for the
     integer ``target`` (...). ``reduction``: ``none`` (per row, the entmax package's
     function), ``sum`` or ``elementwise_mean``; ``impl`` as in :mod:`.functional`."""
-    return _loss(partial(sparsemax, impl=impl), 2.0, X, target, ignore_index, reduction,
-                 "sparsemax_loss")
+    return _loss(partial(sparsemax, impl=impl), partial(_tsallis_entropy, alpha=2.0), X, target,
+                 ignore_index, reduction, "sparsemax_loss")
 
 
 def entmax15_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
                   reduction: str = "none", impl: str = "auto") -> Tensor:
     """1.5-entmax loss (Peters, Niculae & Martins 2019):
     ``(1 - sum_j p_j^1.5) / 0.75 + <p - e_y, X>``; arguments as :func:`sparsemax_loss`."""
-    return _loss(partial(entmax15, impl=impl), 1.5, X, target, ignore_index, reduction,
-                 "entmax15_loss")
+    return _loss(partial(entmax15, impl=impl), partial(_tsallis_entropy, alpha=1.5), X, target,
+                 ignore_index, reduction, "entmax15_loss")
 
 
 def entmax_bisect_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 1.5,
@@ -135,7 +149,32 @@ def entmax_bisect_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 
     :func:`.functional.entmax_alpha` takes it (no gradient reaches ``alpha``); ``n_iter``
     caps its Newton solver (the entmax package bisects); others as :func:`sparsemax_loss`."""
     normalize = partial(entmax_alpha, alpha=alpha, n_iter=n_iter, impl=impl)
-    return _loss(normalize, alpha, X, target, ignore_index, reduction, "entmax_bisect_loss")
+    return _loss(normalize, partial(_tsallis_entropy, alpha=alpha), X, target, ignore_index,
+                 reduction, "entmax_bisect_loss")
+
+
+def sparsemax_bisect_loss(X: Tensor, target: Tensor, n_iter: int = 50, *,
+                          ignore_index: int = -100, reduction: str = "none",
+                          impl: str = "auto") -> Tensor:
+    """:func:`sparsemax_loss` under the entmax package's bisection name: our sparsemax is
+    exact, so ``n_iter`` (an integer >= 1, as there) changes nothing."""
+    check_count(n_iter, "n_iter", "sparsemax_bisect_loss")
+    return sparsemax_loss(X, target, ignore_index=ignore_index, reduction=reduction, impl=impl)
+
+
+def normmax_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 2, n_iter: int = 50,
+                 *, ignore_index: int = -100, reduction: str = "none") -> Tensor:
+    """alpha-normmax loss (Santos et al. 2024; the entmax package's ``normmax_bisect_loss``):
+    ``1 - ||p||_alpha + <p - e_y, X>`` with ``p = normmax(X, alpha)``, for ``alpha`` a finite
+    number above 1 or a tensor of them, one per row (no gradient reaches it); ``n_iter`` caps
+    normmax's Newton solver; others as :func:`sparsemax_loss` (normmax has one
+    implementation, so no ``impl``)."""
+    alpha = check_alpha(alpha, "normmax_loss")
+    n_iter = check_count(n_iter, "n_iter", "normmax_loss")
+    if isinstance(alpha, Tensor):
+        alpha = alpha.detach()
+    return _loss(partial(normmax, alpha=alpha, n_iter=n_iter), partial(_norm_entropy, alpha=alpha),
+                 X, target, ignore_index, reduction, "normmax_loss")
 
 
 class _Loss(nn.Module):
@@ -167,6 +206,18 @@ class Entmax15Loss(_Loss):
         return entmax15_loss(X, target, **self.options())
 
 
+class SparsemaxBisectLoss(_Loss):
+    """:func:`sparsemax_bisect_loss` as a module, ``n_iter`` fixed."""
+
+    def __init__(self, n_iter: int = 50, *, ignore_index: int = -100,
+                 reduction: str = "elementwise_mean", impl: str = "auto"):
+        super().__init__(ignore_index=ignore_index, reduction=reduction, impl=impl)
+        self.n_iter = check_count(n_iter, "n_iter", type(self).__name__)
+
+    def forward(self, X: Tensor, target: Tensor) -> Tensor:
+        return sparsemax_bisect_loss(X, target, self.n_iter, **self.options())
+
+
 class EntmaxBisectLoss(_Loss):
     """:func:`entmax_bisect_loss` as a module, ``alpha`` and ``n_iter`` fixed."""
 
@@ -178,3 +229,17 @@ class EntmaxBisectLoss(_Loss):
 
     def forward(self, X: Tensor, target: Tensor) -> Tensor:
         return entmax_bisect_loss(X, target, self.alpha, self.n_iter, **self.options())
+
+
+class NormmaxLoss(_Loss):
+    """:func:`normmax_loss` as a module, ``alpha`` and ``n_iter`` fixed (no ``impl``)."""
+
+    def __init__(self, alpha: Union[float, Tensor] = 2, n_iter: int = 50, *,
+                 ignore_index: int = -100, reduction: str = "elementwise_mean"):
+        super().__init__(ignore_index=ignore_index, reduction=reduction)
+        self.alpha = check_alpha(alpha, type(self).__name__)
+        self.n_iter = check_count(n_iter, "n_iter", type(self).__name__)
+
+    def forward(self, X: Tensor, target: Tensor) -> Tensor:
+        return normmax_loss(X, target, self.alpha, self.n_iter, ignore_index=self.ignore_index,
+                            reduction=self.reduction)

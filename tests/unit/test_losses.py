@@ -2,6 +2,7 @@
 gradients, the closed-form gradient p - e_y, zero exactly at a confident row, ignore_index
 and the reductions, and the contract of the normalisers (NaN rows, one-line errors)."""
 
+import math
 import subprocess
 import sys
 from functools import partial
@@ -13,21 +14,32 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparse_attn_plugin import functional, losses
+from sparse_attn_plugin.normalizers.normmax import normmax
 
 from helpers import REPO
 
 ALPHAS = (1.25, 1.5, 2.0)
+#: normmax's alphas (> 1, any size; at 1000 the entmax package's loss is wrong, below).
+NORMMAX_ALPHAS = (1.2, 2.0, 5.0, 10.0)
 #: (ours, the entmax package's, our normaliser) for each loss and alpha.
 CASES = [(losses.sparsemax_loss, entmax.sparsemax_loss, functional.sparsemax),
          (losses.entmax15_loss, entmax.entmax15_loss, functional.entmax15)] + [
     (partial(losses.entmax_bisect_loss, alpha=alpha),
      partial(entmax.entmax_bisect_loss, alpha=alpha),
-     partial(functional.entmax_alpha, alpha=alpha)) for alpha in ALPHAS]
-IDS = ["sparsemax", "entmax15"] + [f"bisect-{alpha}" for alpha in ALPHAS]
+     partial(functional.entmax_alpha, alpha=alpha)) for alpha in ALPHAS] + [
+    (losses.sparsemax_bisect_loss, entmax.sparsemax_bisect_loss, functional.sparsemax)] + [
+    (partial(losses.normmax_loss, alpha=alpha),
+     partial(entmax.normmax_bisect_loss, alpha=alpha, n_iter=200),
+     partial(normmax, alpha=alpha)) for alpha in NORMMAX_ALPHAS]
+IDS = ["sparsemax", "entmax15"] + [f"bisect-{alpha}" for alpha in ALPHAS] + [
+    "sparsemax_bisect"] + [f"normmax-{alpha}" for alpha in NORMMAX_ALPHAS]
 #: (ours, the entmax package's) module classes and the options both take.
 MODULES = [(losses.SparsemaxLoss, entmax.SparsemaxLoss, {}),
            (losses.Entmax15Loss, entmax.Entmax15Loss, {})] + [
-    (losses.EntmaxBisectLoss, entmax.EntmaxBisectLoss, {"alpha": alpha}) for alpha in ALPHAS]
+    (losses.EntmaxBisectLoss, entmax.EntmaxBisectLoss, {"alpha": alpha}) for alpha in ALPHAS] + [
+    (losses.SparsemaxBisectLoss, entmax.SparsemaxBisectLoss, {})] + [
+    (losses.NormmaxLoss, entmax.NormmaxBisectLoss, {"alpha": alpha, "n_iter": 200})
+    for alpha in NORMMAX_ALPHAS]
 
 
 def scores_and_target(rows=7, classes=6, seed=0):
@@ -163,3 +175,33 @@ def test_importing_the_losses_imports_no_fairseq():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_normmax_loss_at_a_large_alpha_where_the_entmax_package_underflows():
+    # entmax's 1 - (sum p^alpha)^(1/alpha) is 1 once every p^1000 underflows; ours takes
+    # the norm as exp(logsumexp(alpha log p) / alpha) would, without underflow
+    scores, target = scores_and_target(rows=6, classes=5, seed=6)
+    alpha = 1000.0
+    value, grad = loss_and_grad(partial(losses.normmax_loss, alpha=alpha), scores, target)
+    p = normmax(scores, alpha)
+    log_p = torch.where(p > 0, p, 1.0).log().masked_fill(p == 0, -math.inf)
+    norm = torch.exp(torch.logsumexp(alpha * log_p, -1) / alpha)
+    expected = 1 - norm + (p * scores).sum(-1) - scores.gather(-1, target[:, None])[:, 0]
+    torch.testing.assert_close(value, expected, rtol=0, atol=1e-12)
+    assert (value >= 0).all()
+    onehot = torch.nn.functional.one_hot(target, 5).double()
+    torch.testing.assert_close(grad, row_scale(value)[:, None] * (p - onehot), rtol=0, atol=1e-15)
+
+
+def test_normmax_and_sparsemax_bisect_refuse_bad_alpha_and_n_iter_in_one_line():
+    scores, target = scores_and_target(rows=2, classes=3)
+    for call, words in [
+            (lambda: losses.normmax_loss(scores, target, alpha=1.0), "normmax_loss needs alpha"),
+            (lambda: losses.NormmaxLoss(alpha=0.5), "NormmaxLoss needs alpha in (1, inf)"),
+            (lambda: losses.normmax_loss(scores, target, n_iter=0), "integer n_iter >= 1"),
+            (lambda: losses.sparsemax_bisect_loss(scores, target, n_iter=0),
+             "sparsemax_bisect_loss needs an integer n_iter >= 1"),
+            (lambda: losses.SparsemaxBisectLoss(n_iter=1.5), "integer n_iter >= 1")]:
+        with pytest.raises(ValueError) as raised:
+            call()
+        assert words in str(raised.value) and "\n" not in str(raised.value)
