@@ -25,6 +25,7 @@ from ..normalizers.kernels import KERNELS
 from ..sites import SITES
 from .fertility_args import check_fertility_criterion
 from .flag_checks import check_choice, parsed_from_command_line
+from .output_entmax import OutputEntmaxMixin, output_entmax_of, with_output_entmax
 
 #: Positions added once to the token embeddings instead of inside the kernels.
 INPUT_PE = "direct_sum_input"
@@ -62,7 +63,7 @@ def position_sites(args):
 
 
 @register_model("kernel_transformer")
-class KernelTransformerModel(TransformerModel):
+class KernelTransformerModel(OutputEntmaxMixin, TransformerModel):
     """Transformer whose attention is a kernel smoother (``--kernel``) with positional
     embeddings integrated by ``--pe-integration``."""
 
@@ -95,7 +96,7 @@ class KernelTransformerModel(TransformerModel):
         args.kernel_pe_sites = position_sites(args)
         # positions live in the kernels, or (INPUT_PE) in the embeddings alone
         args.no_token_positional_embeddings = args.pe_integration != INPUT_PE
-        return super().build_model(args, task)
+        return with_output_entmax(super().build_model(args, task), args)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
@@ -123,6 +124,7 @@ def check_kernel_args(args):
     if args.max_relative_position < 1:
         raise SettingsError(f"--max-relative-position must be >= 1, got "
                             f"{args.max_relative_position}")
+    output_entmax_of(args)
     if parsed_from_command_line(args):
         check_fertility_criterion(args)
 

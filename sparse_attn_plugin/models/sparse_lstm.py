@@ -27,6 +27,7 @@ from .fertility_args import (
     set_fertility_defaults,
 )
 from .flag_checks import check_choice
+from .output_entmax import OutputEntmaxMixin, output_entmax_of, with_output_entmax
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ LSTM_SITES = ("decoder_cross",)
 
 
 @register_model("sparse_lstm")
-class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
+class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin, OutputEntmaxMixin,
                       FairseqEncoderDecoderModel):
     """BiLSTM encoder, input-feeding LSTM decoder, bilinear attention with any of
     softmax, top-k, sparsemax, 1.5-entmax, learned alpha-entmax (one alpha: one head),
@@ -67,7 +68,7 @@ class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin,
     def build_model(cls, args, task):
         sparse_lstm(args)
         log_attention_choice(args, LSTM_SITES)
-        return cls._build(args, task)
+        return with_output_entmax(cls._build(args, task), args)
 
     @classmethod
     def _build(cls, args, task):
@@ -123,6 +124,7 @@ def sparse_lstm(args):
     set_fertility_defaults(args)
     check_constrained_model(args, LSTM_SITES, LSTM)
     check_choice("--coverage-vector-form", args.coverage_vector_form, COVERAGE_FORMS)
+    output_entmax_of(args)
 
 
 @register_model_architecture("sparse_lstm", "sparse_lstm_malaviya")

@@ -26,10 +26,12 @@ from .fertility_args import (
     check_constrained_model,
     set_fertility_defaults,
 )
+from .output_entmax import OutputEntmaxMixin, output_entmax_of, with_output_entmax
 
 
 @register_model("sparse_transformer")
-class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, TransformerModel):
+class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, OutputEntmaxMixin,
+                             TransformerModel):
     """Transformer (Vaswani et al. 2017) whose attention sites use top-k, sparsemax,
     1.5-entmax or learned alpha-entmax instead of softmax (``--attn-fn``)."""
 
@@ -45,7 +47,7 @@ class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, Tran
         set_fertility_defaults(args)
         check_constrained_model(args, SITES, TRANSFORMER)
         log_attention_choice(args)
-        return super().build_model(args, task)
+        return with_output_entmax(super().build_model(args, task), args)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
@@ -80,6 +82,7 @@ def _sparse_architecture(name, transformer_defaults):
         set_fertility_defaults(args)
         transformer_defaults(args)
         check_constrained_model(args, SITES, TRANSFORMER)
+        output_entmax_of(args)
 
     architecture.__name__ = name
     architecture.__doc__ = (f"fairseq's {transformer_defaults.__name__} settings, softmax "

@@ -1,0 +1,146 @@
+"""``--criterion entmax_loss --loss-alpha A``: an output layer trained with the
+alpha-entmax Fenchel-Young loss and decoded with alpha-entmax (Peters, Niculae & Martins
+2019, "Sparse Sequence-to-Sequence Models")::
+
+    L(z; y) = H_alpha(p) + <p - e_y, z>,   p = alpha-entmax(z),   dL/dz = p - e_y,
+
+per target token, summed over the tokens that are not padding (:mod:`..losses`). ``A`` is
+2 (sparsemax), 1.5 (1.5-entmax, the default) or any number in (1, 2] (alpha-entmax). The
+logged ``loss`` is that sum per token in base 2, as fairseq's ``cross_entropy`` logs its
+own; it is no log-likelihood, so no perplexity is derived from it.
+
+The models read the criterion and ``A`` from their own configuration (fairseq saves the
+training flags with the checkpoint), so a model trained with it decodes with
+``log alpha-entmax(z)``, ``-inf`` where a token has probability 0, with no flag at
+generation (:mod:`..models.output_entmax`).
+"""
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable, Optional
+
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+from omegaconf import II
+import torch
+from torch import Tensor
+
+from ..errors import SettingsError
+from ..functional import entmax15, entmax_alpha, sparsemax
+from ..losses import entmax15_loss, entmax_bisect_loss, sparsemax_loss
+
+#: The criterion's name, and its flag's default.
+CRITERION = "entmax_loss"
+DEFAULT_ALPHA = "1.5"
+#: The Newton solver's cap for alpha-entmax, the same in the loss and at decoding.
+N_ITER = 50
+
+
+def parse_loss_alpha(text) -> float:
+    """The alpha of ``--loss-alpha TEXT``: a number in (1, 2]; else a one-line
+    :class:`SettingsError` naming the flag."""
+    try:
+        alpha = float(text)
+    except (TypeError, ValueError):
+        alpha = math.nan
+    if not 1.0 < alpha <= 2.0:  # NaN fails too
+        raise SettingsError(f"--loss-alpha must be a number in (1, 2] (2 sparsemax, 1.5 "
+                            f"1.5-entmax), got {text!r}")
+    return alpha
+
+
+@dataclass(frozen=True)
+class OutputEntmax:
+    """The output normaliser alpha-entmax at ``alpha`` and its Fenchel-Young loss, computed
+    by the exact sparsemax and 1.5-entmax where alpha is 2 or 1.5; ``impl`` as in
+    :mod:`..functional`."""
+
+    alpha: float
+    impl: str = "auto"
+
+    def _functions(self):
+        if self.alpha == 2.0:
+            return partial(sparsemax, impl=self.impl), partial(sparsemax_loss, impl=self.impl)
+        if self.alpha == 1.5:
+            return partial(entmax15, impl=self.impl), partial(entmax15_loss, impl=self.impl)
+        return (partial(entmax_alpha, alpha=self.alpha, n_iter=N_ITER, impl=self.impl),
+                partial(entmax_bisect_loss, alpha=self.alpha, n_iter=N_ITER, impl=self.impl))
+
+    @property
+    def normalize(self) -> Callable[[Tensor], Tensor]:
+        """``z -> alpha-entmax(z)`` along the last dim."""
+        return self._functions()[0]
+
+    def loss(self, logits: Tensor, target: Tensor, ignore_index: int,
+             reduction: str = "sum") -> Tensor:
+        """The loss of ``logits`` ``(..., V)`` (half in float32: entmax is unstable there) for
+        ``target`` ``(...)``, 0 where the target is ``ignore_index``; ``sum`` or ``none``."""
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        return self._functions()[1](logits, target, ignore_index=ignore_index,
+                                    reduction=reduction)
+
+
+def output_entmax_of(args) -> Optional[OutputEntmax]:
+    """What a model configured by ``args`` (fairseq-train's flags, or a checkpoint's) puts on
+    its output: :class:`OutputEntmax` if it trains or was trained with this criterion, else
+    None (fairseq's softmax). A bad ``--loss-alpha`` is a one-line SettingsError."""
+    if getattr(args, "criterion", None) != CRITERION:
+        return None
+    return OutputEntmax(parse_loss_alpha(getattr(args, "loss_alpha", DEFAULT_ALPHA)),
+                        getattr(args, "attn_impl", None) or "auto")
+
+
+@dataclass
+class EntmaxLossConfig(FairseqDataclass):
+    loss_alpha: str = field(default=DEFAULT_ALPHA, metadata={
+        "help": "alpha of the output's entmax and its loss: 2 sparsemax, 1.5 1.5-entmax "
+                "(default), any number in (1, 2] alpha-entmax"})
+    sentence_avg: bool = II("optimization.sentence_avg")
+
+
+@register_criterion(CRITERION, dataclass=EntmaxLossConfig)
+class EntmaxLossCriterion(FairseqCriterion):
+    """The alpha-entmax loss of the model's output (see the module); the model must be one
+    of ours, which decodes with the same alpha-entmax."""
+
+    def __init__(self, task, loss_alpha=DEFAULT_ALPHA, sentence_avg=False):
+        super().__init__(task)
+        self.alpha = parse_loss_alpha(loss_alpha)
+        self.sentence_avg = sentence_avg
+
+    def output_entmax(self, model) -> OutputEntmax:
+        """The model's :class:`OutputEntmax`, checked to be this criterion's."""
+        output = getattr(model, "output_entmax", None)
+        if output is None:
+            raise SettingsError(f"--criterion {CRITERION} needs a model that decodes with "
+                                f"entmax: --arch sparse_transformer*, sparse_lstm* or "
+                                f"kernel_transformer*, not {type(model).__name__}")
+        if output.alpha != self.alpha:
+            raise SettingsError(f"--loss-alpha {self.alpha:g} but the model decodes with "
+                                f"alpha {output.alpha:g}")
+        return output
+
+    def forward(self, model, sample, reduce=True):
+        output = self.output_entmax(model)
+        logits = model(**sample["net_input"])[0]
+        target = model.get_targets(sample, (logits,))
+        loss = output.loss(logits, target, self.padding_idx, "sum" if reduce else "none")
+        nsentences = sample["target"].size(0)
+        sample_size = nsentences if self.sentence_avg else sample["ntokens"]
+        logging_output = {"loss": loss.data, "ntokens": sample["ntokens"],
+                          "nsentences": nsentences, "sample_size": sample_size}
+        return loss, sample_size, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        """``loss`` per token (per sentence with ``--sentence-avg``) in base 2."""
+        loss = sum(log.get("loss", 0) for log in logging_outputs)
+        sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
+        metrics.log_scalar("loss", loss / sample_size / math.log(2), sample_size, round=3)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

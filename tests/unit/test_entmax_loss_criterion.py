@@ -1,0 +1,239 @@
+"""``--criterion entmax_loss``: its loss and gradient are the library's Fenchel-Young
+losses (and the entmax package's), padding left out; a model trained with it decodes with
+``log alpha-entmax`` (exact ``-inf`` zeros), incrementally as in the full pass; a model
+trained with another criterion is fairseq's, bit for bit; bad ``--loss-alpha`` and models
+without the output are one-line errors; fairseq's beam search on such distributions."""
+
+import math
+from types import SimpleNamespace
+
+import entmax
+import pytest
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparse_attn_plugin import functional, losses
+from sparse_attn_plugin.criterions.entmax_loss import (
+    CRITERION,
+    EntmaxLossCriterion,
+    OutputEntmax,
+    parse_loss_alpha,
+)
+from sparse_attn_plugin.errors import SettingsError
+
+from helpers.models import batch, build, decode_incrementally, parse, peaked
+
+#: --loss-alpha values and (our normaliser, our loss, the entmax package's loss) of each.
+ALPHAS = {"2": (functional.sparsemax, losses.sparsemax_loss, entmax.sparsemax_loss),
+          "1.5": (functional.entmax15, losses.entmax15_loss, entmax.entmax15_loss),
+          "1.3": (lambda z: functional.entmax_alpha(z, 1.3, n_iter=50),
+                  lambda *a, **k: losses.entmax_bisect_loss(*a, alpha=1.3, n_iter=50, **k),
+                  lambda z, y: entmax.entmax_bisect_loss(z, y, alpha=1.3, n_iter=100))}
+#: Our architectures (small) and the flags that pick them.
+ARCHS = {"sparse_transformer": [],
+         "sparse_lstm": ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
+                         "--dropout", "0"],
+         "kernel_transformer": ["--dropout", "0"]}
+
+
+def entmax_flags(alpha="1.5"):
+    return ["--criterion", CRITERION, "--loss-alpha", alpha]
+
+
+def net_input(sample):
+    return {k: sample["net_input"][k] for k in ("src_tokens", "src_lengths", "prev_output_tokens")}
+
+
+def criterion_of(data, flags, arch="sparse_transformer"):
+    task, model = build(data, arch, [*ARCHS[arch], *flags])
+    return task, model, task.build_criterion(parse(data, arch, [*ARCHS[arch], *flags]))
+
+
+class FixedLogits(torch.nn.Module):
+    """A stand-in model whose output is ``logits`` whatever the input, decoded by ``output``."""
+
+    def __init__(self, logits, output):
+        super().__init__()
+        self.logits, self.output_entmax = logits, output
+
+    def forward(self, **net_input):
+        return self.logits, None
+
+    def get_targets(self, sample, net_output):
+        return sample["target"]
+
+
+def fixed_sample(logits, pad, seed=0):
+    """A batch of targets for ``logits`` ``(B, T, V)`` with padding at the ends of rows."""
+    generator = torch.Generator().manual_seed(seed)
+    target = torch.randint(0, logits.size(-1), logits.shape[:-1], generator=generator)
+    target[target == pad] = pad + 1
+    target[0, -2:] = pad
+    target[-1, -1:] = pad
+    return {"net_input": {}, "target": target, "ntokens": int(target.ne(pad).sum())}
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_loss_and_gradient_are_the_librarys_padding_left_out(alpha):
+    normalize, ours, _ = ALPHAS[alpha]
+    task = SimpleNamespace(target_dictionary=SimpleNamespace(pad=lambda: 1))
+    criterion = EntmaxLossCriterion(task, alpha)
+    logits = (3 * torch.randn(3, 5, 11, generator=torch.Generator().manual_seed(1))
+              ).requires_grad_()
+    sample = fixed_sample(logits, pad=1)
+    loss, sample_size, log = criterion(FixedLogits(logits, OutputEntmax(float(alpha))), sample)
+    loss.backward()
+    target = sample["target"]
+    expected = ours(logits.detach(), target, ignore_index=1, reduction="sum")
+    assert torch.equal(loss.detach(), expected)
+    assert sample_size == log["ntokens"] == log["sample_size"] == int(target.ne(1).sum())
+    assert log["nsentences"] == 3 and torch.equal(log["loss"], expected)
+    residual = normalize(logits.detach()) - torch.nn.functional.one_hot(target, 11)
+    residual[target == 1] = 0  # padding: no gradient
+    torch.testing.assert_close(logits.grad, residual, atol=1e-6, rtol=0)
+    assert (logits.grad[0, -2:] == 0).all()
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_loss_agrees_with_the_entmax_package(alpha):
+    """An independent reference: the entmax package's per-row loss, summed over the rows
+    that are not padding."""
+    _, _, reference = ALPHAS[alpha]
+    task = SimpleNamespace(target_dictionary=SimpleNamespace(pad=lambda: 1))
+    logits = 3 * torch.randn(4, 6, 9, dtype=torch.float64,
+                             generator=torch.Generator().manual_seed(2))
+    sample = fixed_sample(logits, pad=1, seed=3)
+    loss, _, _ = EntmaxLossCriterion(task, alpha)(
+        FixedLogits(logits, OutputEntmax(float(alpha))), sample)
+    real = sample["target"].ne(1)
+    expected = reference(logits[real], sample["target"][real]).sum()
+    torch.testing.assert_close(loss, expected, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", ["1.5", "1.3"])
+def test_gradcheck_float64(alpha):
+    task = SimpleNamespace(target_dictionary=SimpleNamespace(pad=lambda: 1))
+    criterion = EntmaxLossCriterion(task, alpha)
+    logits = torch.randn(2, 3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    sample = fixed_sample(logits, pad=1, seed=5)
+
+    def loss(z):
+        return criterion(FixedLogits(z, OutputEntmax(float(alpha))), sample)[0]
+
+    assert torch.autograd.gradcheck(loss, (logits.requires_grad_(),), atol=1e-6)
+
+
+def test_unreduced_loss_is_per_token_and_zero_on_padding():
+    task = SimpleNamespace(target_dictionary=SimpleNamespace(pad=lambda: 1))
+    logits = torch.randn(3, 4, 7, generator=torch.Generator().manual_seed(6))
+    sample = fixed_sample(logits, pad=1)
+    model = FixedLogits(logits, OutputEntmax(1.5))
+    per_token, _, _ = EntmaxLossCriterion(task, "1.5")(model, sample, reduce=False)
+    assert per_token.shape == (3, 4) and (per_token[sample["target"] == 1] == 0).all()
+    total, _, _ = EntmaxLossCriterion(task, "1.5")(model, sample)
+    torch.testing.assert_close(per_token.sum(), total)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_criterion_on_a_model_is_the_library_loss_of_its_logits(synthetic_bin, arch):
+    task, model, criterion = criterion_of(synthetic_bin, entmax_flags(), arch)
+    sample = batch(task)
+    assert sample["target"].eq(task.target_dictionary.pad()).any(), "the batch has padding"
+    loss, sample_size, _ = criterion(model, sample)
+    loss.backward()
+    ours = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    logits = model(**net_input(sample))[0]
+    expected = losses.entmax15_loss(logits, sample["target"], reduction="sum",
+                                    ignore_index=task.target_dictionary.pad())
+    expected.backward()
+    assert torch.equal(loss, expected) and sample_size == sample["ntokens"]
+    for key, grad in ours.items():
+        torch.testing.assert_close(grad, model.get_parameter(key).grad, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_decoding_is_log_entmax_with_exact_zeros(synthetic_bin, arch, alpha):
+    normalize, _, _ = ALPHAS[alpha]
+    task, model = build(synthetic_bin, arch, [*ARCHS[arch], *entmax_flags(alpha)])
+    peaked(model)
+    with torch.no_grad():
+        out = model(**net_input(batch(task)))
+        lprobs = model.get_normalized_probs(out, log_probs=True)
+        probs = model.get_normalized_probs(out, log_probs=False)
+    expected = normalize(out[0])
+    assert torch.equal(probs, expected)
+    assert torch.equal(lprobs, expected.log())
+    zero = expected == 0
+    assert zero.any() and (~zero).any()
+    assert (lprobs[zero] == -math.inf).all() and lprobs[~zero].isfinite().all()
+    torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:-1]))
+
+
+@pytest.mark.parametrize("flags", [[], ["--criterion", "label_smoothed_cross_entropy",
+                                        "--label-smoothing", "0.1"]],
+                         ids=["cross_entropy", "label_smoothed"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_other_criterions_leave_the_model_fairseqs(synthetic_bin, arch, flags):
+    """Bit for bit: fairseq's decoder normalises (log-softmax), and the parameters are
+    those of the same model built for entmax_loss (the criterion adds none)."""
+    task, model = build(synthetic_bin, arch, [*ARCHS[arch], *flags])
+    _, entmax_model = build(synthetic_bin, arch, [*ARCHS[arch], *entmax_flags()])
+    assert model.output_entmax is None
+    peaked(model)
+    with torch.no_grad():
+        out = model(**net_input(batch(task)))
+        for log_probs in (True, False):
+            assert torch.equal(model.get_normalized_probs(out, log_probs),
+                               model.decoder.get_normalized_probs(out, log_probs, None))
+    assert model.state_dict().keys() == entmax_model.state_dict().keys()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_incremental_decoding_equals_full_forward(synthetic_bin, arch):
+    task, model = build(synthetic_bin, arch, [*ARCHS[arch], *entmax_flags("1.5")])
+    peaked(model)
+    sample = batch(task)
+    with torch.no_grad():
+        full = model.get_normalized_probs(model(**net_input(sample)), log_probs=False)
+        steps, _ = decode_incrementally(model, sample)
+        incremental = model.get_normalized_probs((steps, None), log_probs=False)
+    real = sample["target"].ne(task.target_dictionary.pad())
+    torch.testing.assert_close(incremental[real], full[real], atol=1e-5, rtol=1e-4)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_loss_alpha_takes_exactly_the_numbers_in_1_to_2(value):
+    if 1 < value <= 2:
+        assert parse_loss_alpha(str(value)) == value
+    else:
+        with pytest.raises(SettingsError, match=r"^--loss-alpha must be a number in \(1, 2\]"):
+            parse_loss_alpha(str(value))
+
+
+@pytest.mark.parametrize("text", ["2.5", "abc", "1", "", "learned"])
+def test_bad_loss_alpha_is_one_line_at_parse_time(synthetic_bin, text):
+    with pytest.raises(SettingsError) as error:
+        parse(synthetic_bin, "sparse_transformer", entmax_flags(text))
+    assert str(error.value) == ("--loss-alpha must be a number in (1, 2] (2 sparsemax, 1.5 "
+                                f"1.5-entmax), got {text!r}")
+
+
+def test_a_model_without_the_output_is_refused(synthetic_bin):
+    task, model = build(synthetic_bin, "transformer", entmax_flags())
+    criterion = task.build_criterion(parse(synthetic_bin, "transformer", entmax_flags()))
+    with pytest.raises(SettingsError, match=f"^--criterion {CRITERION} needs a model that "
+                                            "decodes with entmax: .*not TransformerModel$"):
+        criterion(model, batch(task))
+
+
+def test_the_criterions_alpha_must_be_the_models(synthetic_bin):
+    task, model = build(synthetic_bin, "sparse_transformer", entmax_flags("2"))
+    criterion = task.build_criterion(parse(synthetic_bin, "sparse_transformer",
+                                           entmax_flags("1.5")))
+    with pytest.raises(SettingsError, match="^--loss-alpha 1.5 but the model decodes with "
+                                            "alpha 2$"):
+        criterion(model, batch(task))
