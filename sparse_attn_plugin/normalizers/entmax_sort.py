@@ -23,10 +23,11 @@ import torch
 from torch import Tensor
 
 from .base import at_least_float32, check_count, check_scores
+from .entmax_general import entmax_general
 from .entmax_newton import newton_solve
 
 #: The alphas solved by a sort here; :func:`threshold_and_support` reads any other
-#: alpha's threshold from the Newton solver's weights.
+#: alpha's threshold from a solver's weights.
 SORTED_ALPHAS = (2.0, 1.5)
 
 
@@ -99,12 +100,13 @@ def entmax15_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Ten
 
 @torch.no_grad()
 def threshold_and_support(scores: Tensor, alpha: float, dim: int = -1) -> Tuple[Tensor, Tensor]:
-    """``(tau, support_size)`` of alpha-entmax along ``dim`` for a number ``alpha`` in
-    (1, 2]: ``tau`` such that ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` in the
+    """``(tau, support_size)`` of alpha-entmax along ``dim`` for a finite number ``alpha >
+    1``: ``tau`` such that ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` in the
     scores' own scale (unshifted), and ``|{j : p_j > 0}|`` (int64), both with ``dim`` kept
-    at size 1. Exactly by the sort at alpha 2 and 1.5, else from the Newton solver's
-    weights (``tau = (alpha - 1) max s - (max p)^(alpha - 1)``). The entmax package's
-    convention: its ``_sparsemax_threshold_and_support(s)`` at alpha 2,
+    at size 1. Exactly by the sort at alpha 2 and 1.5, else from the weights of the Newton
+    solver (alpha < 2) or :mod:`.entmax_general`'s (alpha > 2): ``tau = (alpha - 1) max s -
+    (max p)^(alpha - 1)`` (at alpha <= 1 every entry is in the support: no threshold). The
+    entmax package's convention: its ``_sparsemax_threshold_and_support(s)`` at alpha 2,
     ``_entmax_threshold_and_support(s / 2)`` at 1.5. No gradient. A row with every entry
     ``-inf`` has support 0 and ``tau = +inf`` (no entry passes); a NaN or ``+inf`` score is
     a ValueError (no threshold exists)."""
@@ -113,9 +115,9 @@ def threshold_and_support(scores: Tensor, alpha: float, dim: int = -1) -> Tuple[
         value = math.nan if isinstance(alpha, (bool, Tensor)) else float(alpha)
     except (TypeError, ValueError):
         value = math.nan
-    if not 1.0 < value <= 2.0:
+    if not 1.0 < value < math.inf:
         shown = " ".join(repr(alpha).split())
-        raise ValueError(f"threshold_and_support needs a number alpha in (1, 2], got {shown}")
+        raise ValueError(f"threshold_and_support needs a finite number alpha > 1, got {shown}")
     scores = at_least_float32(scores).movedim(dim, -1)
     top = scores.amax(-1, keepdim=True) if scores.size(-1) else scores.new_full(
         (*scores.shape[:-1], 1), -math.inf)     # an empty slice: as if all masked
@@ -128,7 +130,7 @@ def threshold_and_support(scores: Tensor, alpha: float, dim: int = -1) -> Tuple[
     elif value in SORTED_ALPHAS:
         tau, support = _sorted_threshold(_shifted(scores, value)[0], value, None)
     else:
-        p, _ = newton_solve(scores, value)
+        p, _ = (newton_solve if value < 2.0 else entmax_general)(scores, value)
         support = (p > 0).sum(-1, keepdim=True)
         tau = -p.amax(-1, keepdim=True) ** (value - 1)
     empty = torch.isneginf(top)
