@@ -22,6 +22,7 @@ from sparse_attn_plugin.criterions.entmax_loss import (
     parse_loss_alpha,
 )
 from sparse_attn_plugin.errors import SettingsError
+from sparse_attn_plugin.tasks.zero_probability_search import ZeroProbabilitySequenceGenerator
 
 from helpers.models import batch, build, decode_incrementally, parse, peaked
 
@@ -237,3 +238,68 @@ def test_the_criterions_alpha_must_be_the_models(synthetic_bin):
     with pytest.raises(SettingsError, match="^--loss-alpha 1.5 but the model decodes with "
                                             "alpha 2$"):
         criterion(model, batch(task))
+
+
+# --- beam search on exact zeros ----------------------------------------------------------
+
+def sparse_output_model(data, scale=3.0, alpha="2", eos_bonus=0.0):
+    """A peaked model with entmax output: with the defaults (sparsemax) supports of one or
+    two tokens, EOS never in them; ``eos_bonus`` is added to EOS's logit."""
+    task, model = build(data, "sparse_transformer", entmax_flags(alpha))
+    peaked(model)
+    for parameter in model.parameters():
+        parameter.data.mul_(scale)
+    bonus = torch.zeros(len(task.target_dictionary))
+    bonus[task.target_dictionary.eos()] = eos_bonus
+    model.decoder.output_projection.register_forward_hook(lambda module, x, out: out + bonus)
+    return task, model
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_fairseqs_beam_search_dies_where_eos_has_probability_0(synthetic_bin, beam):
+    """What :class:`ZeroProbabilitySequenceGenerator` fixes: at --max-len fairseq masks every token
+    but EOS, finishes no hypothesis whose score is -inf, and asserts."""
+    task, model = sparse_output_model(synthetic_bin)
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam,
+                                  max_len_a=0, max_len_b=5)
+    with pytest.raises(AssertionError, match="5 < 5"):
+        generator.generate([model], batch(task, size=4))
+
+
+@pytest.mark.parametrize("beam,lenpen", [(1, 1.0), (5, 1.0), (20, 0.0), (20, 2.0)])
+def test_zero_probability_hypotheses_finish_with_score_minus_inf(synthetic_bin, beam, lenpen):
+    task, model = sparse_output_model(synthetic_bin)
+    generator = ZeroProbabilitySequenceGenerator([model], task.target_dictionary,
+                                                 beam_size=beam, max_len_a=0, max_len_b=5,
+                                                 len_penalty=lenpen)
+    hypos = generator.generate([model], batch(task, size=4))
+    assert [len(h) for h in hypos] == [beam] * 4
+    for hypo in (h for sentence in hypos for h in sentence):
+        scores = hypo["positional_scores"]
+        assert hypo["score"].item() == -math.inf and scores[-1] == -math.inf
+        assert not scores.isnan().any() and hypo["tokens"][-1] == task.target_dictionary.eos()
+        first = int(scores.isneginf().nonzero()[0])
+        assert scores[:first].isfinite().all() and scores[first:].isneginf().all()
+
+
+@pytest.mark.parametrize("beam,lenpen", [(1, 1.0), (4, 1.0), (12, 0.0), (12, 1.5)])
+def test_where_fairseq_finishes_the_search_is_fairseqs(synthetic_bin, beam, lenpen):
+    """On a model whose hypotheses end (1.5-entmax output, most tokens at probability 0):
+    the same hypotheses and scores as fairseq's, every score finite and, length penalty
+    undone, the sum of its positional scores."""
+    task, model = sparse_output_model(synthetic_bin, scale=0.6, alpha="1.5",
+                                      eos_bonus=2.0)
+    sample = batch(task, size=4)
+    kwargs = dict(beam_size=beam, max_len_a=0, max_len_b=12, len_penalty=lenpen)
+    ours = ZeroProbabilitySequenceGenerator([model], task.target_dictionary, **kwargs)
+    stock = SequenceGenerator([model], task.target_dictionary, **kwargs)
+    hypos = ours.generate([model], sample)
+    for mine, theirs in zip(hypos, stock.generate([model], sample)):
+        assert len(mine) == len(theirs) >= 1
+        for a, b in zip(mine, theirs):
+            assert torch.equal(a["tokens"], b["tokens"]) and torch.equal(a["score"], b["score"])
+            assert torch.equal(a["positional_scores"], b["positional_scores"])
+            assert a["positional_scores"].isfinite().all()
+            length = a["tokens"].numel()
+            torch.testing.assert_close(a["score"] * length ** lenpen,
+                                       a["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
