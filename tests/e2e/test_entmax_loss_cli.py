@@ -1,0 +1,73 @@
+"""``--criterion entmax_loss`` through fairseq's own commands on the synthetic corpus:
+fairseq-train as typed, then fairseq-generate with no extra flag decodes with the
+checkpoint's 1.5-entmax (finite scores; softmax if overridden); the output layer learns
+about as well as with cross-entropy in the same updates; bad flags are one line."""
+
+import math
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+
+from helpers import BIN, PLUGIN
+from helpers.fairseq_runs import ROUNDING, gap, run, train, translations
+from helpers.models import batch
+
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
+              pytest.mark.xdist_group("entmax_loss_cli"), pytest.mark.slow]
+
+UPDATES = 300
+ENTMAX = ["--criterion", "entmax_loss", "--loss-alpha", "1.5"]
+
+
+@pytest.fixture(scope="module")
+def entmax_checkpoint(synthetic_bin, tmp_path_factory):
+    """A tiny transformer trained by ``fairseq-train ... --criterion entmax_loss
+    --loss-alpha 1.5`` (the console script)."""
+    return train(synthetic_bin, tmp_path_factory.mktemp("entmax"), *ENTMAX, updates=UPDATES)
+
+
+def teacher_forced_accuracy(data, checkpoint) -> float:
+    """How often the checkpoint's most probable next token is the reference's, over the
+    test set's target tokens."""
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
+    model = models[0].eval()
+    sample = batch(task, size=40)
+    with torch.no_grad():
+        lprobs = model.get_normalized_probs(model(**sample["net_input"]), log_probs=True)
+    real = sample["target"].ne(task.target_dictionary.pad())
+    return (lprobs.argmax(-1) == sample["target"])[real].float().mean().item()
+
+
+def test_generate_decodes_with_the_checkpoints_entmax(synthetic_bin, entmax_checkpoint):
+    decode = translations(synthetic_bin, entmax_checkpoint)
+    assert len(decode) == 40 and all(text for text, _, _ in decode.values())
+    for _, score, positional in decode.values():
+        assert math.isfinite(score) and all(math.isfinite(p) for p in positional)
+    softmax = translations(synthetic_bin, entmax_checkpoint, "--model-overrides",
+                           "{'criterion': 'cross_entropy'}", in_process=True)
+    assert gap(decode, softmax) > ROUNDING, "the entmax checkpoint decoded with softmax"
+
+
+def test_the_output_learns_as_well_as_with_cross_entropy(synthetic_bin, entmax_checkpoint,
+                                                         tmp_path):
+    """The same model, data and updates trained with cross-entropy: next-token accuracy
+    (teacher forced, test set) at least as good within 3 points, both far above chance."""
+    softmax = train(synthetic_bin, tmp_path, updates=UPDATES, in_process=True)
+    entmax_accuracy = teacher_forced_accuracy(synthetic_bin, entmax_checkpoint)
+    softmax_accuracy = teacher_forced_accuracy(synthetic_bin, softmax)
+    assert softmax_accuracy > 0.15
+    assert entmax_accuracy >= softmax_accuracy - 0.03, (entmax_accuracy, softmax_accuracy)
+
+
+@pytest.mark.parametrize("value", ["2.5", "abc"])
+def test_bad_loss_alpha_is_one_line(synthetic_bin, tmp_path, value):
+    proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN, "--arch",
+                "sparse_transformer", "--cpu", "--max-tokens", "500", "--save-dir", tmp_path,
+                "--criterion", "entmax_loss", "--loss-alpha", value], check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: --loss-alpha must be a number in (1, 2] (2 sparsemax, 1.5 1.5-entmax), "
+        f"got {value!r}")
+    assert "Traceback" not in proc.stderr
+    assert not list(tmp_path.iterdir()), "nothing may be written"
