@@ -1,6 +1,6 @@
 """Budget sparsemax: sparsemax with weights in [0, 1] that sum to a budget.
 
-For a budget ``0 < B <= n`` (the entmax package's ``budget_bisect``; with ``B = k`` an
+For a budget ``0 <= B <= n`` (the entmax package's ``budget_bisect``; with ``B = k`` an
 integer, the k-subsets transformation of Santos, Niculae, McNamee & Martins 2024, "Sparse
 and Structured Hopfield Networks", a relaxed choice of ``k`` of the ``n`` entries)::
 
@@ -15,7 +15,9 @@ closed-form gradient is csparsemax's, the centring on the free set ``0 < p < 1``
 
     dx = g - mean_{j free} g_j   on the free entries, 0 elsewhere,
 
-and a tensor ``B`` gets ``dB = mean_{j free} g_j`` through the same graph. The contract:
+and a tensor ``B`` gets ``dB = mean_{j free} g_j`` through the same graph. ``B = 0`` has one
+feasible point, ``p = 0``, so ``dx = 0``; ``dB`` is then the mean of ``g`` over the largest
+entries, its value as ``B`` grows from 0 (where they are the free set). The contract:
 docs/library.md, "The functions"; a slice with fewer unmasked entries than ``B`` (so no such
 weights exist) gets NaN weights and gradient, as a NaN score does.
 """
@@ -35,19 +37,22 @@ Budget = Union[float, Tensor]
 
 
 def check_budget(budget, size: int, what: str = "budget_sparsemax") -> Budget:
-    """``budget`` if every value of it lies in ``(0, size]`` (``size``: the entries of a
-    slice; ``(0, inf)`` for an empty dim), as a float if it is a number; a one-line
+    """``budget`` if every value of it lies in ``[0, size]`` (``size``: the entries of a
+    slice; ``[0, inf)`` for an empty dim), as a float if it is a number; a one-line
     ValueError otherwise."""
     top = size if size > 0 else math.inf
-    return checked(budget, lambda b: (b > 0) & (b <= top) & torch.isfinite(b), "budget",
-                   f"(0, {top}] (0 < budget <= the size of dim)", what)
+    return checked(budget, lambda b: (b >= 0) & (b <= top) & torch.isfinite(b), "budget",
+                   f"[0, {top}] (0 <= budget <= the size of dim)", what)
 
 
 def _budget_rows(scores: Tensor, budget: Budget) -> Tensor:
     """Budget sparsemax over the last dim of float32/float64 rows with a finite maximum;
     NaN rows where the budget exceeds the unmasked entries (a NaN bound is csparsemax's
-    sign of a broken row)."""
-    budget = torch.as_tensor(budget, dtype=scores.dtype, device=scores.device)
+    sign of a broken row); at ``B = 0``, ``B`` times the uniform weights on the largest
+    entries (0, with the gradient in ``B`` of the module docstring)."""
+    given = torch.as_tensor(budget, dtype=scores.dtype, device=scores.device)
+    zero = given == 0
+    budget = torch.where(zero, 1.0, given)
     masked = torch.isneginf(scores)
     infeasible = budget > (~masked).sum(-1, keepdim=True)
     upper = torch.where(infeasible, math.nan, 1 / budget)
@@ -58,7 +63,9 @@ def _budget_rows(scores: Tensor, budget: Budget) -> Tensor:
     shifted = (shifted / budget).masked_fill(masked, -math.inf)
     q = csparsemax(shifted, upper)
     # 1 exactly at the bound (q = 1 / B there, and B q may round either side of 1)
-    return torch.where(q >= upper, 1.0, (budget * q).clamp_max(1.0))
+    p = torch.where(q >= upper, 1.0, (budget * q).clamp_max(1.0))
+    top = (scores == scores.amax(-1, keepdim=True)).to(scores.dtype)
+    return torch.where(zero, given * top / top.sum(-1, keepdim=True), p)
 
 
 def budget_sparsemax(x: Tensor, budget: Budget = 2, dim: int = -1) -> Tensor:
@@ -68,7 +75,7 @@ def budget_sparsemax(x: Tensor, budget: Budget = 2, dim: int = -1) -> Tensor:
         budget_sparsemax(x) = argmax_{0 <= p <= 1, sum p = B} <x, p> - ||p||^2 / 2,
         p_j = clip(x_j - tau, 0, 1),   tau such that sum_j p_j = B.
 
-    ``budget`` ``B``: in ``(0, n]`` for ``n`` the size of ``dim`` (else ValueError), a number
+    ``budget`` ``B``: in ``[0, n]`` for ``n`` the size of ``dim`` (else ValueError), a number
     or a tensor broadcastable to ``x`` with size 1 along ``dim`` (read back to check, which
     waits for a GPU), differentiable; a slice with fewer than ``B`` unmasked entries gets NaN
     weights. ``B = 1`` is sparsemax. Solved by one sort as constrained sparsemax of ``x /

@@ -94,6 +94,23 @@ def test_the_budget_gradient_is_the_mean_over_the_free_entries():
     torch.testing.assert_close(budget.grad, torch.tensor([[4.0]], dtype=torch.float64))
 
 
+def test_budget_zero_gives_zeros_and_the_budget_its_gradient_from_above():
+    # the only feasible point is 0 (the entmax package's own tests take budget 0); as B
+    # grows from 0 the largest entries (here two, tied) share it
+    x = torch.tensor([[0.5, 2.0, -1.0, 2.0, -math.inf]], dtype=torch.float64,
+                     requires_grad=True)
+    budget = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
+    g = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0]], dtype=torch.float64)
+    p = budget_sparsemax(x, budget)
+    assert torch.equal(p, torch.zeros_like(p))
+    (p * g).sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+    small = budget_sparsemax(x.detach(), 1e-6)
+    torch.testing.assert_close(budget.grad, (small * g).sum(-1, keepdim=True) / 1e-6)
+    assert budget.grad.item() == 3.0
+    assert torch.equal(budget_sparsemax(x.detach(), 0.0), torch.zeros_like(p))
+
+
 def test_budget_per_row_broadcasts_along_any_dim():
     x = contract.seeded_scores(rows=12, size=5, seed=7).view(3, 4, 5)
     budget = torch.tensor([1.0, 2.5, 4.0], dtype=torch.float64).view(3, 1, 1)
@@ -112,14 +129,14 @@ def test_the_module_is_the_function():
 
 
 @pytest.mark.parametrize("call,words", [
-    (lambda x: budget_sparsemax(x, 0), "budget_sparsemax needs budget in (0, 4]"),
-    (lambda x: budget_sparsemax(x, -1.0), "budget_sparsemax needs budget in (0, 4]"),
+    (lambda x: budget_sparsemax(x, -1e-9), "budget_sparsemax needs budget in [0, 4]"),
+    (lambda x: budget_sparsemax(x, -1.0), "budget_sparsemax needs budget in [0, 4]"),
     (lambda x: budget_sparsemax(x, 4.5), "got 4.5"),
-    (lambda x: budget_sparsemax(x, 3.5, dim=0), "budget in (0, 3]"),
+    (lambda x: budget_sparsemax(x, 3.5, dim=0), "budget in [0, 3]"),
     (lambda x: budget_sparsemax(x, math.nan), "budget_sparsemax needs budget in"),
     (lambda x: budget_sparsemax(x, math.inf), "budget_sparsemax needs budget in"),
     (lambda x: budget_sparsemax(x, False), "got False"),
-    (lambda x: budget_sparsemax(x, torch.tensor([[1.0], [0.0], [5.0]])),
+    (lambda x: budget_sparsemax(x, torch.tensor([[1.0], [-1.0], [5.0]])),
      "2 of 3 values are not"),
     (lambda x: budget_sparsemax(x, torch.tensor([[1], [1], [1]])),
      "floating-point budget tensor"),
@@ -147,7 +164,8 @@ def test_a_slice_with_fewer_entries_than_the_budget_is_nan_with_nan_gradient():
 
 @settings(max_examples=60, deadline=None)
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), data=st.data(),
-       fraction=st.floats(0.1, 1.0), dtype=st.sampled_from(contract.DTYPES),
+       fraction=st.one_of(st.just(0.0), st.floats(0.1, 1.0)),
+       dtype=st.sampled_from(contract.DTYPES),
        offset=st.sampled_from((0.0, 100.0, -1e4)), special=st.sampled_from(contract.SPECIALS),
        target=st.integers(0, 200), seed=st.integers(0, 2 ** 16))
 def test_contract_over_shapes_dims_dtypes_offsets_masks_and_non_finite(
