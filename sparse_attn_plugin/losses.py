@@ -57,9 +57,18 @@ class _FenchelYoung(torch.autograd.Function):
 
 
 def _tsallis_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
-    """``(1 - sum_j p_j^alpha) / (alpha (alpha - 1))`` of each row (last dim)."""
-    total = (weights ** alpha).sum(-1, keepdim=True)
-    return ((1 - total) / (alpha * (alpha - 1))).squeeze(-1)
+    """``(1 - sum_j p_j^alpha) / (alpha (alpha - 1))`` of each row (last dim); at alpha = 1
+    its limit, Shannon's ``-sum_j p_j log p_j`` (softmax's: the loss is cross-entropy)."""
+    one = alpha == 1
+    if not isinstance(alpha, Tensor) and not one:
+        total = (weights ** alpha).sum(-1, keepdim=True)
+        return ((1 - total) / (alpha * (alpha - 1))).squeeze(-1)
+    shannon = -(weights * torch.log(torch.where(weights > 0, weights, 1.0))).sum(-1, keepdim=True)
+    if not isinstance(alpha, Tensor):
+        return shannon.squeeze(-1)
+    safe = torch.where(one, 2.0, alpha)
+    tsallis = (1 - (weights ** safe).sum(-1, keepdim=True)) / (safe * (safe - 1))
+    return torch.where(one, shannon, tsallis).squeeze(-1)
 
 
 def _norm_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
@@ -145,9 +154,10 @@ def entmax15_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
 def entmax_bisect_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 1.5,
                        n_iter: int = 50, *, ignore_index: int = -100, reduction: str = "none",
                        impl: str = "auto") -> Tensor:
-    """alpha-entmax loss, ``H_alpha(p) + <p - e_y, X>``, for ``alpha`` in (1, 2] as
-    :func:`.functional.entmax_alpha` takes it (no gradient reaches ``alpha``); ``n_iter``
-    caps its Newton solver (the entmax package bisects); others as :func:`sparsemax_loss`."""
+    """alpha-entmax loss, ``H_alpha(p) + <p - e_y, X>``, for ``alpha`` as
+    :func:`.functional.entmax_alpha` takes it (no gradient reaches ``alpha``; at 1, Shannon's
+    entropy: cross-entropy); ``n_iter`` caps its Newton solver (the entmax package bisects);
+    others as :func:`sparsemax_loss`."""
     normalize = partial(entmax_alpha, alpha=alpha, n_iter=n_iter, impl=impl)
     return _loss(normalize, partial(_tsallis_entropy, alpha=alpha), X, target, ignore_index,
                  reduction, "entmax_bisect_loss")

@@ -205,3 +205,25 @@ def test_normmax_and_sparsemax_bisect_refuse_bad_alpha_and_n_iter_in_one_line():
         with pytest.raises(ValueError) as raised:
             call()
         assert words in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_entmax_bisect_loss_at_alpha_one_is_cross_entropy_and_elsewhere_entmax_s():
+    # entmax_alpha takes every alpha > 0; the Tsallis entropy's 0 / 0 at alpha = 1 is
+    # Shannon's entropy there, so the loss is cross-entropy (it was inf and NaN)
+    scores, target = scores_and_target(rows=6, classes=5, seed=7)
+    value, grad = loss_and_grad(partial(losses.entmax_bisect_loss, alpha=1.0), scores, target)
+    expected, expected_grad = loss_and_grad(
+        partial(torch.nn.functional.cross_entropy, reduction="none"), scores, target)
+    torch.testing.assert_close(value, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(grad, expected_grad, rtol=0, atol=1e-12)
+    for alpha in (0.5, 3.0):
+        torch.testing.assert_close(
+            losses.entmax_bisect_loss(scores, target, alpha=alpha),
+            entmax.entmax_bisect_loss(scores, target, alpha=alpha, n_iter=200), rtol=0,
+            atol=1e-10)
+    per_row = torch.tensor([1.0, 1.5, 0.7, 1.0, 3.0, 2.0], dtype=torch.float64)[:, None]
+    torch.testing.assert_close(
+        losses.entmax_bisect_loss(scores, target, alpha=per_row),
+        torch.stack([losses.entmax_bisect_loss(scores[i:i + 1], target[i:i + 1],
+                                               alpha=a.item())[0]
+                     for i, a in enumerate(per_row)]), rtol=0, atol=1e-12)
