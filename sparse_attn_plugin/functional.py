@@ -9,7 +9,8 @@ all equal to rounding. The full contract: docs/library.md, "The functions".
 
 Papers: sparsemax, Martins & Astudillo (2016); 1.5- and alpha-entmax, Peters, Niculae &
 Martins (2019); learned alpha, Correia, Niculae & Martins (2019); top-k, Zhao et al. (2019);
-csoftmax, Martins & Kreutzer (2017); csparsemax, Malaviya, Ferreira & Martins (2018).
+csoftmax, Martins & Kreutzer (2017); csparsemax, Malaviya, Ferreira & Martins (2018);
+normmax, Santos et al. (2024); budget sparsemax and the threshold, as the entmax package.
 """
 
 from functools import partial
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor
 
 from .normalizers.base import Softmax, check_impl, normalize_along, softmax_rows
+from .normalizers.budget import budget_sparsemax
 from .normalizers.constrained import csoftmax as _csoftmax
 from .normalizers.constrained import csparsemax as _csparsemax
 from .normalizers.entmax_family import (
@@ -33,10 +35,12 @@ from .normalizers.entmax_family import (
     in_newton_range,
 )
 from .normalizers.entmax_general import general_weights
+from .normalizers.entmax_sort import threshold_and_support
+from .normalizers.normmax import normmax
 from .normalizers.topk import TopK, check_k, topk_weights
 
-__all__ = ["csoftmax", "csparsemax", "entmax15", "entmax_alpha", "softmax", "sparsemax",
-           "topk_softmax"]
+__all__ = ["budget_sparsemax", "csoftmax", "csparsemax", "entmax15", "entmax_alpha",
+           "normmax", "softmax", "sparsemax", "threshold_and_support", "topk_softmax"]
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:

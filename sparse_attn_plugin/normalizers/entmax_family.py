@@ -6,7 +6,7 @@ alpha-entmax (Peters et al. 2019; Correia et al. 2019, "Adaptively Sparse Transf
     H^T_alpha(p) = sum_j (p_j - p_j^alpha) / (alpha (alpha - 1))
 
 alpha -> 1 gives softmax, alpha = 2 sparsemax (Martins & Astudillo 2016), and every alpha > 1
-can give exact zeros. They are computed exactly, by the ``entmax`` package's sorts or the
+can give exact zeros. They are computed exactly, by the sorts of :mod:`.entmax_sort` or the
 Newton solver of :mod:`.entmax_newton` as :mod:`.dispatch` picks; half precision in float32.
 """
 
@@ -15,7 +15,6 @@ from functools import lru_cache, partial
 from typing import Callable, Union
 
 import torch
-from entmax import entmax15, sparsemax
 from torch import Tensor, nn
 
 from ..errors import SettingsError
@@ -23,6 +22,7 @@ from .base import Normalizer, check_count, guarded
 from .dispatch import Implementations, sort_or_newton
 from .entmax_grad import entmax_function
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
+from .entmax_sort import entmax15_sort, sparsemax_sort
 from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
@@ -50,9 +50,9 @@ def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str
 
 
 def by_sort(algorithm: Callable[..., Tensor], alpha: float) -> Callable[[Tensor], Tensor]:
-    """The entmax package's sort-based ``algorithm`` (alpha-entmax at ``alpha``) over the last
-    dim, guarded (:func:`.base.guarded`), with :mod:`.entmax_grad`'s closed-form gradients
-    (twice differentiable, NaN rows kept NaN) in place of the package's."""
+    """A sort-based ``algorithm`` of :mod:`.entmax_sort` (alpha-entmax at ``alpha``) over the
+    last dim, guarded (:func:`.base.guarded`), with :mod:`.entmax_grad`'s closed-form gradients
+    (twice differentiable, NaN rows kept NaN)."""
     def solve(scores: Tensor, _alpha: float):
         return guarded(partial(algorithm, dim=-1), scores), None
     return partial(entmax_function, alpha=alpha, solve=solve)
@@ -61,11 +61,11 @@ def by_sort(algorithm: Callable[..., Tensor], alpha: float) -> Callable[[Tensor]
 #: Sparsemax's and 1.5-entmax's exact algorithms, as ``--attn-impl`` picks them (the
 #: Newton solver handles special rows itself, the sort is guarded).
 SPARSEMAX = Implementations(
-    "sparsemax", {"sort": by_sort(sparsemax, 2.0), "newton": sparsemax_newton},
+    "sparsemax", {"sort": by_sort(sparsemax_sort, 2.0), "newton": sparsemax_newton},
     ("newton, compiled", partial(sparsemax_newton, impl="compiled")),
     ("newton, triton", sparsemax_triton), sort_or_newton)
 ENTMAX15 = Implementations(
-    "1.5-entmax", {"sort": by_sort(entmax15, 1.5), "newton": entmax15_newton},
+    "1.5-entmax", {"sort": by_sort(entmax15_sort, 1.5), "newton": entmax15_newton},
     ("newton, compiled", partial(entmax15_newton, impl="compiled")),
     ("newton, triton", entmax15_triton), sort_or_newton)
 
