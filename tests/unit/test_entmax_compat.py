@@ -1,0 +1,89 @@
+"""``sparse_attn_plugin.entmax_compat`` is a drop-in for the entmax package (1.3): every
+public name with entmax's signature, and entmax's own shipped test suite passing against
+it (run with ``entmax`` and its submodules aliased to the compatibility module)."""
+
+import inspect
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import entmax
+import pytest
+import torch
+
+import sparse_attn_plugin
+from sparse_attn_plugin import entmax_compat
+
+from helpers import REPO
+
+PUBLIC = sorted(name for name, value in vars(entmax).items()
+                if not name.startswith("_") and not isinstance(value, types.ModuleType))
+ALIASES = """import sys
+import sparse_attn_plugin.entmax_compat as compat
+for name in ("entmax", "entmax.activations", "entmax.root_finding", "entmax.losses"):
+    sys.modules[name] = compat
+"""
+
+
+def test_every_public_name_of_entmax_is_here_with_its_signature():
+    assert PUBLIC == sorted(entmax_compat.__all__) == sorted(entmax_compat.EQUIVALENTS)
+    for name in PUBLIC:
+        theirs = getattr(entmax, name)
+        ours = getattr(entmax_compat, name)
+        if inspect.isclass(theirs):
+            theirs, ours = theirs.__init__, ours.__init__
+        assert [(p.name, p.default) for p in inspect.signature(ours).parameters.values()] == \
+            [(p.name, p.default) for p in inspect.signature(theirs).parameters.values()], name
+
+
+def test_every_equivalent_names_a_public_object_of_this_library():
+    for name, target in entmax_compat.EQUIVALENTS.items():
+        module, attribute = target.split(".")
+        owner = getattr(sparse_attn_plugin, module, None) or __import__(
+            f"sparse_attn_plugin.{module}", fromlist=[attribute])
+        assert callable(getattr(owner, attribute)), (name, target)
+
+
+@pytest.mark.slow
+def test_entmax_own_test_suite_passes_against_the_compatibility_module(tmp_path):
+    shipped = sorted(Path(entmax.__file__).parent.glob("test_*.py"))
+    assert len(shipped) >= 4, shipped
+    for path in shipped:
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "conftest.py").write_text(ALIASES)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "--rootdir", str(tmp_path), str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                               "OMP_NUM_THREADS": "1"})
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in summary and "failed" not in summary and "error" not in summary
+
+
+def test_weights_come_back_in_the_scores_dtype_as_entmax_gives_them():
+    scores = torch.randn(3, 7).half()
+    for function in (entmax_compat.sparsemax, entmax_compat.entmax15,
+                     entmax_compat.entmax_bisect, entmax_compat.sparsemax_bisect):
+        assert function(scores).dtype == torch.float16
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: entmax_compat.sparsemax(x, k=0),
+    lambda x: entmax_compat.entmax15(x, k=2.5),
+    lambda x: entmax_compat.entmax_bisect(x, n_iter=0),
+    lambda x: entmax_compat.entmax_bisect(x, alpha=-1.0),
+])
+def test_bad_settings_are_one_line_as_in_the_library(call):
+    with pytest.raises(ValueError) as error:
+        call(torch.randn(2, 5))
+    assert "\n" not in str(error.value)
+
+
+def test_k_and_n_iter_change_nothing():
+    scores = torch.randn(4, 9, dtype=torch.float64)
+    assert torch.equal(entmax_compat.sparsemax(scores, k=2), entmax_compat.sparsemax(scores))
+    assert torch.equal(entmax_compat.entmax_bisect(scores, 1.3, n_iter=3),
+                       entmax_compat.entmax_bisect(scores, 1.3))
