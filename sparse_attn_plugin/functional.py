@@ -37,6 +37,7 @@ from .normalizers.entmax_family import (
 from .normalizers.entmax_general import general_weights
 from .normalizers.entmax_sort import threshold_and_support
 from .normalizers.normmax import normmax
+from .normalizers.row_parameters import along_rows
 from .normalizers.topk import TopK, check_k, topk_weights
 
 __all__ = ["budget_sparsemax", "csoftmax", "csparsemax", "entmax15", "entmax_alpha",
@@ -94,34 +95,10 @@ def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: st
     """
     check_impl(impl)
     n_iter = check_n_iter(n_iter)
-    alpha = _alpha_along(check_alpha(alpha), x, dim)
+    alpha = along_rows(check_alpha(alpha), x, dim, "alpha", "entmax_alpha")
     solve = entmax_alpha_weights if in_newton_range(alpha) else general_weights
     return normalize_along(partial(solve, alpha=alpha, n_iter=n_iter, impl=impl),
                            x, dim, EntmaxAlpha.zeroes_empty_rows, "entmax_alpha")
-
-
-def _alpha_along(alpha: Union[float, Tensor], x: Tensor, dim: int):
-    """A tensor ``alpha`` checked against ``x`` and with ``dim`` moved last as ``x``'s will
-    be; a number as it is."""
-    if not isinstance(alpha, Tensor):
-        return alpha
-    if alpha.dim() > x.dim():
-        raise ValueError(f"entmax_alpha: alpha of shape {tuple(alpha.shape)} has more "
-                         f"dimensions than x of shape {tuple(x.shape)}")
-    alpha = alpha.reshape((1,) * (x.dim() - alpha.dim()) + tuple(alpha.shape))
-    if not -x.dim() <= dim < x.dim():
-        raise IndexError(f"entmax_alpha: dim {dim} is out of range for x of "
-                         f"{x.dim()} dimensions")
-    dim %= x.dim()
-    reduced = x.shape[:dim] + (1,) + x.shape[dim + 1:]
-    try:
-        fits = torch.broadcast_shapes(alpha.shape, reduced) == reduced
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(f"entmax_alpha: alpha of shape {tuple(alpha.shape)} must broadcast "
-                         f"to x's shape {tuple(x.shape)} with size 1 along dim {dim}")
-    return alpha.movedim(dim, -1)
 
 
 def topk_softmax(x: Tensor, k: int, dim: int = -1, impl: str = "auto") -> Tensor:

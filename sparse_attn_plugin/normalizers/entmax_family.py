@@ -24,6 +24,7 @@ from .entmax_grad import entmax_function
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
 from .entmax_sort import entmax15_sort, sparsemax_sort
 from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
+from .row_parameters import checked
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
 
@@ -87,23 +88,8 @@ def check_n_iter(n_iter: int) -> int:
 def check_alpha(alpha: Union[float, Tensor]) -> Union[float, Tensor]:
     """``alpha`` if every value of it is a finite number > 0 (a tensor's are read back,
     which waits for a GPU), as a float if it is a number; ValueError, one line, otherwise."""
-    if isinstance(alpha, Tensor):
-        if not alpha.is_floating_point():
-            raise ValueError(f"entmax_alpha needs a floating-point alpha tensor, got "
-                             f"{alpha.dtype}")
-        outside = ~((alpha > 0) & torch.isfinite(alpha))
-        if bool(outside.any()):
-            raise ValueError(f"entmax_alpha needs finite alpha > 0: {int(outside.sum())} of "
-                             f"{alpha.numel()} values are not (e.g. "
-                             f"{alpha.detach()[outside].flatten()[0].item():.4g})")
-        return alpha
-    try:
-        value = float(alpha)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not 0.0 < value < math.inf:
-        raise ValueError(f"entmax_alpha needs a finite alpha > 0, got {alpha!r}")
-    return value
+    return checked(alpha, lambda a: (a > 0) & torch.isfinite(a), "alpha", "(0, inf)",
+                   "entmax_alpha")
 
 
 def in_newton_range(alpha: Union[float, Tensor]) -> bool:

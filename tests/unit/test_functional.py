@@ -353,9 +353,9 @@ def test_unknown_impl_is_one_clear_line(call):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda x: F.entmax_alpha(x, -1.0), r"finite alpha > 0, got -1.0"),
-    (lambda x: F.entmax_alpha(x, 0.0), r"finite alpha > 0, got 0.0"),
-    (lambda x: F.entmax_alpha(x, "1.5x"), "finite alpha > 0, got '1.5x'"),
+    (lambda x: F.entmax_alpha(x, -1.0), r"alpha in \(0, inf\), got -1.0"),
+    (lambda x: F.entmax_alpha(x, 0.0), r"alpha in \(0, inf\), got 0.0"),
+    (lambda x: F.entmax_alpha(x, "1.5x"), r"alpha in \(0, inf\), got '1.5x'"),
     (lambda x: F.entmax_alpha(x, torch.full((2, 5), 1.5)), "size 1 along dim 1"),
     (lambda x: F.entmax_alpha(x, torch.full((3, 1), 1.5)), "must broadcast"),
     (lambda x: F.entmax_alpha(x, torch.full((1, 2, 1), 1.5)), "more dimensions"),
