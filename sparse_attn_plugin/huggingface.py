@@ -28,7 +28,7 @@ from torch.nn import functional as nnf
 from .errors import SettingsError
 from .normalizer_registry import DEFAULT, SPECS, lookup
 from .normalizers.base import check_impl
-from .normalizers.entmax_family import EntmaxAlpha, check_n_iter, parse_alpha_init
+from .normalizers.entmax_family import EntmaxAlpha, check_alpha, check_n_iter, parse_alpha_init
 from .normalizers.topk import check_k
 from .sites import SITES
 
@@ -47,12 +47,16 @@ NEG_INF = float("-inf")
 
 def _fixed_alpha(alpha) -> Union[float, Tensor]:
     """``entmax_alpha``'s fixed alpha as its function takes it: a float, or one per head as
-    a ``(1, H, 1, 1)`` tensor; ValueError outside (1, 2]."""
-    values = torch.as_tensor(alpha, dtype=torch.float32)
-    if values.dim() > 1 or values.numel() == 0 or not ((values > 1) & (values <= 2)).all():
-        raise ValueError(f"entmax_alpha needs alpha in (1, 2], a number or one per head, "
-                         f"got {alpha!r}")
-    return float(alpha) if isinstance(alpha, (int, float)) else values.reshape(1, -1, 1, 1)
+    a ``(1, H, 1, 1)`` tensor; ValueError, one line, unless every value is finite and > 0."""
+    if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+        return check_alpha(alpha)
+    try:
+        values = torch.as_tensor(alpha, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        values = torch.empty(0)
+    if values.dim() != 1 or values.numel() == 0:
+        raise ValueError(f"entmax_alpha needs alpha a number or one per head, got {alpha!r}")
+    return check_alpha(values).reshape(1, -1, 1, 1)
 
 
 #: How each option is checked, once, before a normaliser's function is given it (as the
@@ -139,8 +143,8 @@ def attention_function(kind: str, *, k: int = 8, alpha: Union[float, Sequence[fl
                        n_iter: int = 30, impl: str = "auto") -> Callable:
     """An attention function in transformers' ``AttentionInterface`` form, normalising with
     ``kind`` (one of :data:`KINDS`; ``softmax`` is eager's but for all-zero rows where every
-    key is masked), ``k`` keys kept by ``topk``, ``entmax_alpha``'s fixed ``alpha`` in
-    (1, 2] (or one per query head) and iteration cap ``n_iter``, computed as ``impl`` says
+    key is masked), ``k`` keys kept by ``topk``, ``entmax_alpha``'s fixed ``alpha`` > 0
+    (or one per query head) and iteration cap ``n_iter``, computed as ``impl`` says
     (:mod:`sparse_attn_plugin.functional`).
 
     It is ``fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
