@@ -12,6 +12,7 @@ import argparse
 import email.parser
 import functools
 import glob
+import importlib.util
 import os
 import re
 import shlex
@@ -23,24 +24,46 @@ import zipfile
 from collections import namedtuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The package's extras and their requirements (stdlib Python, read by path, as setup.py
+#: reads it): the one table of them.
+EXTRAS_FILE = os.path.join("sparse_attn_plugin", "extras.py")
 #: What the install is made from: one newer than the stamp makes the stamp out of date.
-INPUTS = ("setup.py", "pyproject.toml", "requirements-dev.txt", "Makefile", "tools/install.py")
-#: fairseq-fixed's real runtime needs (its metadata also pulls torchaudio, which it never
-#: uses); tensorboardX serves --tensorboard-logdir (and silences fairseq's import notice).
-FAIRSEQ_NEEDS = ("hydra-core==1.3.2", "omegaconf==2.3.0", "bitarray", "cffi", "regex",
-                 "sacrebleu", "scikit-learn", "tqdm", "packaging", "tensorboardX")
+INPUTS = ("setup.py", "pyproject.toml", "requirements-dev.txt", "Makefile", "tools/install.py",
+          EXTRAS_FILE)
+
+
+def load_extras():
+    """sparse_attn_plugin/extras.py as a module of its own (the package is not imported)."""
+    spec = importlib.util.spec_from_file_location("sparse_attn_extras",
+                                                  os.path.join(ROOT, EXTRAS_FILE))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+extras = load_extras()
+#: fairseq-fixed's real runtime needs, the [fairseq] extra (its metadata also pulls
+#: torchaudio, which it never uses); tensorboardX serves --tensorboard-logdir (and silences
+#: fairseq's import notice).
+FAIRSEQ_NEEDS = extras.specs("fairseq")
 #: The optional parts, installed (downloaded) unless WITHOUT names them. meteor: Meteor 1.5
 #: (jar and English paraphrases, 100 MB) for sparse-attn-score's METEOR, installed without
-#: its unused pycocotools need; lint: ruff, for make lint; hf: transformers, for
-#: sparse_attn_plugin.huggingface's tests (tiny models from configs, nothing downloaded;
-#: 5.24 is the version tested; it does not depend on torch, so never replaces it).
-OPTIONAL_SPECS = {"meteor": "pycocoevalcap==1.2", "lint": "ruff>=0.6",
-                  "hf": "transformers>=5.24,<6"}
+#: its unused pycocotools need (which pulls matplotlib; pip cannot leave a need of an
+#: extra's requirement out, so it is no extra); lint: ruff, for make lint; hf:
+#: transformers, for sparse_attn_plugin.huggingface's tests (tiny models from configs,
+#: nothing downloaded; 5.24 is the version tested; it does not depend on torch, so never
+#: replaces it). lint and hf are the extras of those names.
+OPTIONAL_SPECS = {"meteor": ("pycocoevalcap==1.2",), "lint": extras.specs("lint"),
+                  "hf": extras.specs("hf")}
+#: The extras installed with the package (the others are OPTIONAL_SPECS' or the tests').
+PACKAGE_EXTRAS = tuple(sorted(set(extras.EXTRAS) - set(OPTIONAL_SPECS)
+                              - set(extras.DEVELOPMENT)))
 #: PyPI has these only as sources; pure Python, their wheels build anywhere.
 SDIST_ONLY = ("antlr4-python3-runtime==4.9.3",)
-#: These need torch, which make wheels leaves out: their other needs are read from their
-#: wheels' metadata and downloaded with the rest.
-NEED_TORCH = ("entmax>=1.3",)
+#: The [test] extra's reference, entmax, installed beside requirements-dev.txt's tools: it
+#: needs torch, which make wheels leaves out, so its other needs are read from its wheel's
+#: metadata and downloaded with the rest.
+NEED_TORCH = extras.specs("test")
 #: manylinux's legacy names and the glibc minor version each stands for.
 LEGACY_MANYLINUX = ((17, "manylinux2014"), (12, "manylinux2010"), (5, "manylinux1"))
 #: What TORCH=system asks PYTHON, without importing torch: torch's version, its own Python
@@ -157,17 +180,22 @@ def stamped_spec(stamp):
         return ""
 
 
-def wheel_needs(wheels):
-    """What the ``wheels`` (paths) require, but for their extras' needs, torch and entmax."""
+def wheel_needs(wheels, extras=()):
+    """What the ``wheels`` (paths) require, with the needs of their ``extras`` (names), but
+    for other extras' needs, torch and entmax."""
     needs = []
     for path in wheels:
         with zipfile.ZipFile(path) as wheel:
             metadata = next(name for name in wheel.namelist()
                             if name.endswith(".dist-info/METADATA"))
             headers = email.parser.HeaderParser().parsestr(wheel.read(metadata).decode())
-        needs += [need for need in headers.get_all("Requires-Dist", [])
-                  if not re.search(r"extra *==", need) and not re.match(r"(torch|entmax)\b",
-                                                                         need)]
+        for need in headers.get_all("Requires-Dist", []):
+            # an extra's need: "NEED; extra == 'X'" or "NEED; (MARKER) and extra == 'X'"
+            extra = re.search(r"""(\s*;|\s+and) *extra *== *["']([\w.-]+)["'] *$""", need)
+            if extra and extra[2] in extras:
+                need = need[:extra.start()]
+            if not re.search(r"extra *==", need) and not re.match(r"(torch|entmax)\b", need):
+                needs.append(need)
     return needs
 
 
@@ -194,9 +222,9 @@ class Installer:
         self.replacing = False  # another torch than the stamp's: fairseq is rebuilt
         self.numpy_spec = "numpy>=1.24" if self.torch_is_system else "numpy>=1.24,<2.3"
         without = args.without.split()
-        self.meteor = [OPTIONAL_SPECS["meteor"]] if "meteor" not in without else []
-        self.tool_specs = [spec for part, spec in OPTIONAL_SPECS.items()
-                           if part not in without and part != "meteor"]
+        self.meteor = list(OPTIONAL_SPECS["meteor"]) if "meteor" not in without else []
+        self.tool_specs = [spec for part, specs in OPTIONAL_SPECS.items()
+                           if part not in without and part != "meteor" for spec in specs]
         self.pip = [self.venv_python, "-m", "pip", "--disable-pip-version-check"]
         # WHEELS=DIR: that folder alone, no index; TORCH=system: its torch pinned
         from_wheels = ["--no-index", "--find-links", args.wheels] if args.wheels else []
@@ -284,10 +312,12 @@ class Installer:
         self.run(*self.pip_install, self.numpy_spec, "cython", "setuptools", "wheel")
         self.install_fairseq()
         self.run(*self.pip_install, *FAIRSEQ_NEEDS)
-        self.run(*self.pip_install, "-r", self.dev_requirements(), *self.tool_specs)
+        self.run(*self.pip_install, "-r", self.dev_requirements(), *NEED_TORCH,
+                 *self.tool_specs)
         if self.meteor:
             self.run(*self.pip_install, "--no-deps", *self.meteor)
-        self.run(*self.pip_install, "--no-build-isolation", "-e", ".")
+        self.run(*self.pip_install, "--no-build-isolation", "-e",
+                 f".[{','.join(PACKAGE_EXTRAS)}]")
         self.run(self.venv_python, "-c", "import torch, fairseq, entmax, sparse_attn_plugin; "
                  'print("torch", torch.__version__, "| fairseq", fairseq.__version__)')
         self.write(self.stamp, stamp_text(self.spec, self.args.without))
@@ -372,7 +402,8 @@ class Installer:
         self.build_wheel(self.checkout_copy())
         needs = wheel_needs([path for pattern in ("sparse_attn-*.whl", "entmax-*.whl")
                              for path in sorted(glob.glob(os.path.join(self.args.wheels,
-                                                                       pattern)))])
+                                                                       pattern)))],
+                            PACKAGE_EXTRAS)
         self.download("--find-links", self.args.wheels,
                       "-c", self.scratch_file("no-torch.txt", "torch<0\n"),
                       self.numpy_spec, "cython", "setuptools", "wheel", *FAIRSEQ_NEEDS,

@@ -12,7 +12,6 @@ network (a network namespace of its own where ``unshare -n`` is allowed, and pip
 and configuration pointed nowhere in any case), for a Python that has torch and nothing
 else."""
 
-import importlib.metadata
 import json
 import os
 import re
@@ -24,6 +23,7 @@ import sys
 import pytest
 
 from helpers import REPO
+from helpers.venvs import PY, checkout_copy, venv_with_this_torch
 
 DEFAULT = "torch==2.13.0 fairseq-fixed==0.12.3.1"
 # What a stand-in PYTHON with a CUDA torch says when make install TORCH=system asks it: torch's
@@ -280,9 +280,6 @@ def real(test):
     return pytest.mark.slow(pytest.mark.xdist_group("install_for_real")(test))
 
 
-PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
-
-
 def imported_from(python, tmp_path, names=("torch", "fairseq", "entmax", "numpy",
                                           "sparse_attn_plugin")):
     """Where ``python`` imports each of ``names`` from, run outside the checkout."""
@@ -316,30 +313,6 @@ def system_install(tmp_path_factory):
     proc = make("-s", "install", "TORCH=system", f"PYTHON={sys.executable}", f"VENV={venv}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return venv
-
-
-def venv_with_this_torch(folder, *venv_options):
-    """A new venv at ``folder`` that has torch, triton and their needs (linked from this
-    run's site-packages) and nothing else; its python."""
-    from packaging.requirements import Requirement
-
-    subprocess.run([sys.executable, "-m", "venv", *venv_options, str(folder)], check=True)
-    site = folder / "lib" / PY / "site-packages"
-    todo, seen = ["torch", "triton"], set()
-    while todo:
-        try:
-            dist = importlib.metadata.distribution(todo.pop())
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        if dist.metadata["Name"].lower() in seen:
-            continue
-        seen.add(dist.metadata["Name"].lower())
-        todo += [Requirement(r).name for r in dist.requires or []
-                 if Requirement(r).marker is None or Requirement(r).marker.evaluate({"extra": ""})]
-        for top in {f.parts[0] for f in dist.files or []} - {"..", "__pycache__"}:
-            if (dist.locate_file(top)).exists() and not (site / top).exists():
-                (site / top).symlink_to(dist.locate_file(top))
-    return folder / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
@@ -413,27 +386,16 @@ def test_install_with_the_system_torch_of_a_python_without_one_fails_in_one_line
     assert not venv.exists()
 
 
-def checkout_copy(folder):
-    """The checkout's tracked and new files (what a clone or sdist holds), in ``folder``."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
-                             "--exclude-standard"], cwd=REPO, capture_output=True,
-                            check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, folder / name)
-    return folder
-
-
 @real
 def test_pip_install_gives_the_library_without_fairseq(tmp_path):
-    """``pip install .`` in a fresh venv that has a CPU torch: the normalisers' functional
-    API and the scoring command work, fairseq is neither installed nor imported, and the
-    wheel's top-level packages are the project's three (no generic name)."""
+    """``pip install '.[metrics]'`` in a fresh venv that has a CPU torch: the normalisers'
+    functional API and the scoring command work, fairseq is neither installed nor
+    imported, and the wheel's top-level packages are the project's three (no generic
+    name). Without the extra: tests/e2e/test_slim_install.py."""
     python = venv_with_this_torch(tmp_path / "fresh")
     source = checkout_copy(tmp_path / "source")
     proc = subprocess.run([str(python), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", str(source)],
+                           "--disable-pip-version-check", f"{source}[metrics]"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     use = ("import sys, torch\n"

@@ -120,12 +120,33 @@ def test_a_system_torch_leaves_the_triton_requirement_out():
         "# triton comes with CUDA torch\npytest>=8\nscipy\n"
 
 
-def test_the_needs_of_wheels_that_need_torch_leave_torch_and_extras_out(tmp_path):
-    wheel = tmp_path / "entmax-1.3-py3-none-any.whl"
+def a_wheel(folder, name, metadata):
+    """A wheel of ``name`` (distribution-version) holding only its METADATA's text."""
+    wheel = folder / f"{name}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr("entmax-1.3.dist-info/METADATA", (
-            "Metadata-Version: 2.1\nName: entmax\nRequires-Dist: torch>=1.3\n"
-            "Requires-Dist: torchaudio\nRequires-Dist: numpy>=1.24\n"
-            "Requires-Dist: entmax>=1.3\nRequires-Dist: pytest ; extra == 'test'\n\n"
-            "Requires-Dist: in the description\n"))
+        archive.writestr(f"{name}.dist-info/METADATA", "Metadata-Version: 2.1\n" + metadata)
+    return wheel
+
+
+def test_the_needs_of_wheels_that_need_torch_leave_torch_and_extras_out(tmp_path):
+    wheel = a_wheel(tmp_path, "entmax-1.3", (
+        "Name: entmax\nRequires-Dist: torch>=1.3\n"
+        "Requires-Dist: torchaudio\nRequires-Dist: numpy>=1.24\n"
+        "Requires-Dist: entmax>=1.3\nRequires-Dist: pytest ; extra == 'test'\n\n"
+        "Requires-Dist: in the description\n"))
     assert install.wheel_needs([wheel]) == ["torchaudio", "numpy>=1.24"]
+
+
+def test_the_needs_of_the_extras_named_come_with_the_wheel_s_own(tmp_path):
+    """make wheels downloads what the package's extras need (read from its wheel), as
+    make install installs it with them."""
+    wheel = a_wheel(tmp_path, "sparse_attn-0.1.0", (
+        "Name: sparse-attn\nRequires-Dist: torch>=1.13\n"
+        "Requires-Dist: numpy>=1.24\nRequires-Dist: sacrebleu>=2.3; extra == \"metrics\"\n"
+        "Requires-Dist: matplotlib>=3.8; extra == 'plots'\n"
+        "Requires-Dist: transformers<6,>=5.24; extra == \"hf\"\n"
+        "Requires-Dist: triton>=3.2; (platform_system == \"Linux\") and extra == \"test\"\n"))
+    assert install.wheel_needs([wheel], ("metrics", "plots", "test")) == \
+        ["numpy>=1.24", "sacrebleu>=2.3", "matplotlib>=3.8", "triton>=3.2; (platform_system "
+                                                             "== \"Linux\")"]
+    assert install.PACKAGE_EXTRAS == ("data", "fairseq", "metrics", "plots")
