@@ -6,6 +6,8 @@ al. 2018); docs/corpora.md, "IWSLT14 German-English".
     python -m sparse_attn_data.iwslt14_de_en [--bpe-merges 10000] [--fertility] [--raw-dir DIR]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 from pathlib import Path
 from typing import Dict, List, Tuple
 

@@ -5,6 +5,8 @@ original case, word-level (``--subwords none`` by default); tst2012 validates, t
     python -m sparse_attn_data.iwslt15_en_vi [--subwords subword_nmt --bpe-merges 8000]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 from pathlib import Path
 from typing import Dict
 

@@ -6,6 +6,8 @@ as it is: ``kyoto-train.cln``, ``kyoto-dev`` (validation) and ``kyoto-test``. Jo
     python -m sparse_attn_data.kftt_ja_en [--bpe-merges 32000] [--fertility]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 from pathlib import Path
 from typing import Dict
 

@@ -7,6 +7,8 @@ joined dictionary; four test sets, ``test`` to ``test3``. docs/corpora.md, "Mult
     python -m sparse_attn_data.multi30k_de_en [--bpe-merges 10000] [--raw-dir DIR]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 from pathlib import Path
 from typing import Dict
 

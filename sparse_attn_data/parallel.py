@@ -10,6 +10,8 @@ plain UTF-8 files ``PREFIX.SRC`` and ``PREFIX.TGT``, one sentence a line, prepar
         --bpe-merges, --sink, --fertility, --joined-dictionary, --workers, ...]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import argparse
 import dataclasses
 import os

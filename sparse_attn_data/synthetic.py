@@ -5,6 +5,8 @@ and word class, and adjective-like words swap with a following noun-like word, s
 alignments and fertilities are known. Its rules and files: docs/corpora.md, "Synthetic
 corpus".
 """
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import filecmp
 import inspect
 import json

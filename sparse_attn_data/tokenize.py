@@ -9,6 +9,8 @@ be scored against the corpus's tokenised references.
 default to ``-``; OUT is written all or nothing. docs/scoring.md, "Scoring your own output".
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import argparse
 import dataclasses
 import importlib

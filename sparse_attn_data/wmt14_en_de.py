@@ -6,6 +6,8 @@ et al. (2021, section 4.1). docs/corpora.md, "WMT14 English-German".
     python -m sparse_attn_data.wmt14_en_de [--bpe-merges 40000] [--valid SETS] [--workers 8]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 from pathlib import Path
 from typing import Dict
 

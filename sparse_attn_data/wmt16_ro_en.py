@@ -6,6 +6,8 @@ Malaviya et al. (2018). docs/corpora.md, "WMT16 Romanian-English".
     python -m sparse_attn_data.wmt16_ro_en [--bpe-merges 32000] [--fertility]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 from pathlib import Path
 from typing import Dict
 

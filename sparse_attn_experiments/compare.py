@@ -12,6 +12,8 @@ report and resuming: README.md, "Comparing kinds of attention on a corpus".
     sparse-attn-compare --data DIR --rows softmax,entmax15 --smoke   # a quick check
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import argparse
 import json
 import logging

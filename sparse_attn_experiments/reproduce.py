@@ -20,6 +20,8 @@ what the paper measured.
 The config format is described in :mod:`.reproduction.config`.
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import argparse
 import importlib.util
 import logging

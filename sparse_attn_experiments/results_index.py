@@ -13,6 +13,8 @@ Every number on the page is read from a file a script wrote.
     sparse-attn-results-index [--results results] [--configs configs]
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import json
 import re
 from pathlib import Path

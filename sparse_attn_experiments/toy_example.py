@@ -10,6 +10,8 @@ from the library's normalisers (:func:`~sparse_attn_plugin.normalizers.build_nor
     sparse-attn-toy-example --out results/constrained   # figure1.md (with provenance), .json
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import shlex
 import sys
 from pathlib import Path

@@ -11,6 +11,8 @@ each head's learned alpha across a run's checkpoints; ``maps``: one sentence's a
 two models side by side. The files each writes: README.md, "Analysing attention".
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import csv
 import io
 from pathlib import Path
