@@ -8,15 +8,19 @@ For alpha > 2 (``0 < r < 1``) every ``(x_j - tau)_+^r`` has an infinite slope wh
 enters the support, which stalls plain Newton; for alpha < 1 (``r < 0``) every entry is in
 the support and ``F`` increases in ``tau``. Both are solved by Newton steps on ``F - 1``
 inside a bracket that must halve every two steps, else the step bisects it (docs/methods.md,
-"alpha-entmax at any alpha"). alpha = 1 is softmax, the limit of both sides.
+"alpha-entmax at any alpha"), eagerly or by :mod:`.fused_triton`'s bracketed kernel.
+alpha = 1 is softmax, the limit of both sides.
 """
 
+from functools import partial
 from typing import Union
 
 import torch
 from torch import Tensor
 
+from .dispatch import Implementations
 from .entmax_grad import entmax_function
+from .fused_triton import entmax_any_triton
 
 #: Steps at most: the bracket halves every two, so this reaches float64's rounding.
 MAX_STEPS = 140
@@ -94,11 +98,24 @@ def entmax_general(scores: Tensor, alpha: Union[float, Tensor], max_steps: int =
     return torch.where(special, fill, p).to(given), None
 
 
+def _eager(scores: Tensor, alpha: Union[float, Tensor]) -> Tensor:
+    return entmax_function(scores, alpha, entmax_general)
+
+
+#: The implementations ``--attn-impl`` picks among for alpha outside (1, 2]: ``compiled``
+#: runs the eager solver (only (1, 2] has compiled kernels).
+GENERAL = Implementations(
+    "alpha-entmax (any alpha)", {"bracketed newton": _eager},
+    ("bracketed newton, eager", _eager),
+    ("bracketed newton, triton", partial(entmax_any_triton, max_steps=MAX_STEPS,
+                                         tol=TOLERANCE)))
+
+
 def general_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: int = 30,
                     impl: str = "auto") -> Tensor:
-    """alpha-entmax of the last dim by :func:`entmax_general` (eagerly, whatever ``impl``
-    and ``n_iter`` say: they choose among the solvers for (1, 2]), differentiable in the
-    scores and a tensor alpha, twice."""
+    """alpha-entmax of the last dim for any alpha > 0, by the eager solver or the Triton
+    kernel as ``impl`` picks (``n_iter`` is for the (1, 2] solvers; this one stops on
+    convergence), differentiable in the scores and a tensor alpha, twice."""
     if isinstance(alpha, Tensor):
         alpha = alpha.to(scores.dtype)
-    return entmax_function(scores, alpha, entmax_general)
+    return GENERAL(impl, scores, alpha)

@@ -70,7 +70,8 @@ def _kernels():
     """The jitted kernels (:mod:`.triton_kernels`), imported on first use, so that
     ``TRITON_INTERPRET=1`` set by then runs them under the interpreter."""
     from . import triton_kernels
-    return triton_kernels.entmax_forward, triton_kernels.topk_forward, triton_kernels.backward
+    return (triton_kernels.entmax_forward, triton_kernels.topk_forward, triton_kernels.backward,
+            triton_kernels.entmax_any_forward)
 
 
 def _launch(rows: int, cols: int):
@@ -98,7 +99,7 @@ def _rows_of(alpha: Union[float, Tensor], scores: Tensor) -> Tensor:
 def _entmax_solve(scores: Tensor, alpha: Union[float, Tensor], max_iter: int,
                   tol: Optional[float]):
     """alpha-entmax weights over the last dim by the forward kernel (``g``: not kept)."""
-    forward_kernel, _, _ = _kernels()
+    forward_kernel, *_ = _kernels()
     flat = scores.contiguous()
     alphas = _rows_of(alpha, flat)
     probs = torch.empty_like(flat)
@@ -121,7 +122,7 @@ class TopKTriton(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores: Tensor, k: int):
-        _, topk_kernel, _ = _kernels()
+        _, topk_kernel, *_ = _kernels()
         flat = scores.contiguous()
         probs = torch.empty_like(flat)
         rows = flat.numel() // flat.size(-1)
@@ -140,7 +141,7 @@ class TopKTriton(torch.autograd.Function):
 
 def _backward(probs: Tensor, d_probs: Tensor, alphas: Tensor, kind: int, alpha_grad: bool):
     """``ds`` and (with ``alpha_grad``) the per-row ``dalpha``, by the backward kernel."""
-    _, _, backward_kernel = _kernels()
+    _, _, backward_kernel, _ = _kernels()
     d_probs = d_probs.contiguous()
     d_scores = torch.empty_like(probs)
     rows = probs.numel() // probs.size(-1)
@@ -162,6 +163,30 @@ def entmax_triton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, max_iter: i
         alpha = float(alpha)
     solve = functools.partial(_entmax_solve, max_iter=max_iter, tol=tol)
     return entmax_function(scores, alpha, solve, _entmax_backward)
+
+
+def _any_alpha_solve(scores: Tensor, alpha: Union[float, Tensor], max_steps: int, tol: float):
+    """alpha-entmax weights over the last dim for any alpha > 0 by the bracketed kernel."""
+    *_, any_kernel = _kernels()
+    flat = scores.contiguous()
+    alphas = _rows_of(alpha, flat)
+    probs = torch.empty_like(flat)
+    grid, blocks = _launch(alphas.numel(), flat.size(-1))
+    any_kernel[grid](flat, alphas, probs, alphas.numel(), flat.size(-1), max_steps, tol,
+                     **blocks)
+    return probs, None
+
+
+def entmax_any_triton(scores: Tensor, alpha: Union[float, Tensor], max_steps: int,
+                      tol: float) -> Tensor:
+    """alpha-entmax over the last dim for any alpha > 0 (:mod:`.entmax_general`'s method,
+    in float64 inside the kernel), with the closed-form gradients computed eagerly
+    (:mod:`.entmax_grad`, which takes alpha = 1's limit)."""
+    _check_input(scores)
+    if not isinstance(alpha, Tensor):
+        alpha = float(alpha)
+    solve = functools.partial(_any_alpha_solve, max_steps=max_steps, tol=tol)
+    return entmax_function(scores, alpha, solve)
 
 
 def sparsemax_triton(scores: Tensor) -> Tensor:

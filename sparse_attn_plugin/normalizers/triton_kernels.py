@@ -114,6 +114,64 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol, KIND: tl.constexp
 
 
 @triton.jit
+def _bracketed_sums(x, tau, r, inside):
+    """``F(tau) - 1``, ``F'(tau)`` and the terms ``(x - tau)_+^r`` per row, for any ``r``
+    (masked entries, ``x`` infinite, count as 0)."""
+    u = x - tau[:, None]
+    on = (u > 0) & (u < float("inf")) & inside
+    safe = tl.where(on, u, 1.0)
+    p = tl.where(on, tl.exp(tl.log(safe) * r[:, None]), 0.0)
+    slope = -r * tl.sum(tl.where(on, p / safe, 0.0), axis=1)
+    return tl.sum(p, axis=1) - 1, slope, p
+
+
+@triton.jit
+def entmax_any_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``P`` = alpha-entmax of the rows of ``S`` for any alpha > 0 (one per row), in
+    float64: Newton steps on ``F(tau) - 1`` inside a bracket that must halve every two
+    steps, else bisected (:mod:`.entmax_general`); softmax where alpha is 1."""
+    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
+    s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
+    s = s.to(tl.float64)
+    top = top.to(tl.float64)
+    alpha = tl.load(ALPHA + rows, mask=row_ok, other=2.0).to(tl.float64)
+    at_one = alpha == 1
+    a = tl.where(at_one, 2.0, alpha)
+    dense = a < 1
+    r = 1 / (a - 1)
+    x = (s - top[:, None]) * (a - 1)[:, None]
+    n = tl.sum(tl.where(inside & (x == x) & (tl.abs(x) < float("inf")), 1.0, 0.0), axis=1)
+    far = tl.exp(tl.log(tl.maximum(n, 1.0)) * (1 - a))
+    lo = tl.where(dense, -far, -1.0)
+    hi = tl.where(dense, -1.0, -far)
+    tau = hi
+    width = 2 * (hi - lo)
+    step = 0
+    moved = 1
+    while (step < max_iter) & (moved > 0):
+        h, slope, _ = _bracketed_sums(x, tau, r, inside)
+        below = (h < 0) != dense
+        lo = tl.where(below, lo, tau)
+        hi = tl.where(below, tau, hi)
+        newton = tau - h / slope
+        kept = (newton > lo) & (newton < hi)             # NaN fails both
+        halved = (hi - lo) <= width / 2
+        check = (step % 2) == 1
+        width = tl.where(check & halved, hi - lo, width)
+        kept = kept & (halved | (check == 0))
+        new = tl.where(tl.abs(h) <= tol, tau, tl.where(kept, newton, (lo + hi) / 2))
+        moved = tl.max(tl.where((new != tau) & row_ok, 1, 0), axis=0)
+        tau = new
+        step += 1
+    _, _, p = _bracketed_sums(x, tau, r, inside)
+    p = p / tl.sum(p, axis=1)[:, None]
+    soft = tl.where(inside, tl.exp(s - top[:, None]), 0.0)
+    p = tl.where(at_one[:, None], soft / tl.sum(soft, axis=1)[:, None], p)
+    _store_weights(P, offsets, inside, p.to(P.dtype.element_ty), empty, invalid)
+
+
+@triton.jit
 def topk_forward(S, P, n_rows, n_cols, k,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``P`` = softmax of each row of ``S`` over its entries at least its k-th largest

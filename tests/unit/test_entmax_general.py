@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from torch.autograd import gradcheck, gradgradcheck
 
 from sparse_attn_plugin import functional as F
+from sparse_attn_plugin.normalizers.entmax_general import GENERAL
 
 ALPHAS = [0.05, 0.2, 0.5, 0.75, 0.999, 1.0, 1.001, 1.2, 1.5, 2.0, 2.25, 3.0, 5.0]
 OUTSIDE = [0.2, 0.75, 1.0, 2.5, 4.0]
@@ -153,3 +154,21 @@ def test_property_any_shape_dim_dtype_offset(rows, cols, dim, alpha, offset, dty
     assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
     exact = F.entmax_alpha(scores.double(), alpha, dim=dim)
     assert (weights.double() - exact).abs().max() < 1e-6
+
+
+@pytest.mark.requires("triton")
+def test_the_triton_kernel_runs_for_triton_and_matches_the_eager_solver():
+    """Under ``--attn-impl triton`` the bracketed kernel runs (not the eager solver), with
+    the eager solver's weights to rounding and its gradients (alpha = 1 among the rows)."""
+    scores = torch.randn(5, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    scores[0, 4:], scores[1], scores[2, 3] = -math.inf, -math.inf, math.nan
+    assert GENERAL.pick("triton", scores)[0] == "bracketed newton, triton"
+    for alpha in OUTSIDE:
+        assert torch.allclose(F.entmax_alpha(scores, alpha, impl="triton"),
+                              F.entmax_alpha(scores, alpha, impl="torch"), rtol=0, atol=1e-14,
+                              equal_nan=True)
+    alphas = torch.tensor([[0.3], [1.0], [1.7], [2.5], [6.0]], dtype=torch.float64,
+                          requires_grad=True)
+    rows = torch.randn(5, 9, dtype=torch.float64, requires_grad=True)
+    assert gradcheck(lambda s, a: F.entmax_alpha(s, a, impl="triton"), (rows, alphas),
+                     eps=1e-5, atol=1e-5)
