@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Optional
 
+import torch
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from omegaconf import II
-import torch
 from torch import Tensor
 
 from ..errors import SettingsError

@@ -96,7 +96,7 @@ class KernelTransformerModel(OutputEntmaxMixin, TransformerModel):
         args.kernel_pe_sites = position_sites(args)
         # positions live in the kernels, or (INPUT_PE) in the embeddings alone
         args.no_token_positional_embeddings = args.pe_integration != INPUT_PE
-        return with_output_entmax(super().build_model(args, task), args)
+        return with_output_entmax(super().build_model(args, task), args, task)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

@@ -9,13 +9,32 @@ Trained with any other criterion it is fairseq's softmax, untouched.
 """
 
 from ..criterions.entmax_loss import output_entmax_of
+from ..tasks.zero_probability_search import ZeroProbabilitySequenceGenerator
 
 
-def with_output_entmax(model, args):
+def with_output_entmax(model, args, task):
     """``model`` (an :class:`OutputEntmaxMixin`) with the output normaliser ``args`` (its
-    configuration) ask for; what every one of our models' ``build_model`` returns."""
+    configuration) ask for; what every one of our models' ``build_model`` returns. With
+    one, ``task`` builds the beam search that finishes on exact zeros, whatever the task."""
     model.output_entmax = output_entmax_of(args)
+    if model.output_entmax is not None:
+        _search_on_zeros(task)
     return model
+
+
+def _search_on_zeros(task) -> None:
+    """``task.build_generator`` (this task object only) with
+    :class:`ZeroProbabilitySequenceGenerator` as its default search class: fairseq's own
+    dies at ``--max-len`` where EOS has probability 0."""
+    build = task.build_generator
+    if getattr(build, "finishes_on_zeros", False):
+        return
+
+    def build_generator(models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        return build(models, args, seq_gen_cls or ZeroProbabilitySequenceGenerator,
+                     extra_gen_cls_kwargs, **kwargs)
+    build_generator.finishes_on_zeros = True
+    task.build_generator = build_generator
 
 
 class OutputEntmaxMixin:

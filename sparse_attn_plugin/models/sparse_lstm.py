@@ -68,7 +68,7 @@ class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin, OutputEntma
     def build_model(cls, args, task):
         sparse_lstm(args)
         log_attention_choice(args, LSTM_SITES)
-        return with_output_entmax(cls._build(args, task), args)
+        return with_output_entmax(cls._build(args, task), args, task)
 
     @classmethod
     def _build(cls, args, task):

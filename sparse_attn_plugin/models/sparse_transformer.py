@@ -47,7 +47,7 @@ class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, Outp
         set_fertility_defaults(args)
         check_constrained_model(args, SITES, TRANSFORMER)
         log_attention_choice(args)
-        return with_output_entmax(super().build_model(args, task), args)
+        return with_output_entmax(super().build_model(args, task), args, task)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

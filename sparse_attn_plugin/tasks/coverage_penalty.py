@@ -15,7 +15,8 @@ Malaviya et al. (2018) grid-searched ``a`` and ``b`` in {0, 0.2, ..., 1.0}, eps 
 import math
 
 import torch
-from fairseq.sequence_generator import SequenceGenerator
+
+from .zero_probability_search import ZeroProbabilitySequenceGenerator
 
 
 def gnmt_score(positional_scores, attention, source_mask, alpha: float, beta: float,
@@ -28,8 +29,9 @@ def gnmt_score(positional_scores, attention, source_mask, alpha: float, beta: fl
             + beta * coverage.log().sum().item())
 
 
-class CoverageSequenceGenerator(SequenceGenerator):
-    """fairseq's beam search, then GNMT rescoring of each sentence's finished beam.
+class CoverageSequenceGenerator(ZeroProbabilitySequenceGenerator):
+    """fairseq's beam search (finishing on exact zeros, :mod:`.zero_probability_search`),
+    then GNMT rescoring of each sentence's finished beam.
 
     Args:
         coverage_beta: ``b``; ``alpha`` is the generator's ``len_penalty``.

@@ -242,10 +242,10 @@ def test_the_criterions_alpha_must_be_the_models(synthetic_bin):
 
 # --- beam search on exact zeros ----------------------------------------------------------
 
-def sparse_output_model(data, scale=3.0, alpha="2", eos_bonus=0.0):
+def sparse_output_model(data, scale=3.0, alpha="2", eos_bonus=0.0, task="translation"):
     """A peaked model with entmax output: with the defaults (sparsemax) supports of one or
     two tokens, EOS never in them; ``eos_bonus`` is added to EOS's logit."""
-    task, model = build(data, "sparse_transformer", entmax_flags(alpha))
+    task, model = build(data, "sparse_transformer", [*entmax_flags(alpha), "--task", task])
     peaked(model)
     for parameter in model.parameters():
         parameter.data.mul_(scale)
@@ -303,3 +303,25 @@ def test_where_fairseq_finishes_the_search_is_fairseqs(synthetic_bin, beam, lenp
             length = a["tokens"].numel()
             torch.testing.assert_close(a["score"] * length ** lenpen,
                                        a["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("task_name", ["translation", "sparse_translation"])
+def test_an_entmax_models_task_builds_the_search_that_finishes_on_zeros(synthetic_bin,
+                                                                          task_name):
+    """What fairseq-generate calls (``task.build_generator``) after loading the model: the
+    search that finishes where fairseq's dies, whatever the task; a cross-entropy model's
+    task builds fairseq's own."""
+    task, model = sparse_output_model(synthetic_bin, task=task_name)
+    settings = SimpleNamespace(beam=1, max_len_a=0, max_len_b=5, min_len=1, unnormalized=False,
+                               lenpen=1, unkpen=0, temperature=1.0, match_source_len=False,
+                               no_repeat_ngram_size=0, sampling=False, sampling_topk=-1,
+                               sampling_topp=-1.0, constraints=None, diverse_beam_groups=-1,
+                               diverse_beam_strength=0.5, diversity_rate=-1,
+                               prefix_size=0, iter_decode_max_iter=0, print_alignment=None,
+                               score_reference=False, lm_path=None, lm_weight=0)
+    generator = task.build_generator([model], settings)
+    assert isinstance(generator, ZeroProbabilitySequenceGenerator)
+    hypos = generator.generate([model], batch(task, size=4))
+    assert all(h[0]["score"].item() == -math.inf for h in hypos)
+    plain_task, plain = build(synthetic_bin, "sparse_transformer", ["--task", task_name])
+    assert type(plain_task.build_generator([plain], settings)) is SequenceGenerator
