@@ -26,6 +26,7 @@ from torch import Tensor
 from torch.nn import functional as nnf
 
 from .errors import SettingsError
+from .extras import install_hint
 from .normalizer_registry import DEFAULT, SPECS, lookup
 from .normalizers.base import check_impl
 from .normalizers.entmax_family import EntmaxAlpha, check_alpha, check_n_iter, parse_alpha_init
@@ -169,8 +170,8 @@ def _transformers():
     try:
         import transformers  # noqa: F401
     except ImportError:
-        raise ImportError("sparse_attn_plugin.huggingface.register needs transformers "
-                          "(pip install transformers)") from None
+        raise ImportError("sparse_attn_plugin.huggingface.register "
+                          f"{install_hint(('hf',))}") from None
     from transformers import AttentionInterface
     try:
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask

@@ -86,7 +86,8 @@ def test_the_library_imports_without_any_extra_and_no_extra_is_there(slim, tmp_p
     with_modules = sorted(name for name, needs in extras.EXTRAS.items()
                           if any(module for _, module in needs))
     assert (absent, importable) == (f"{with_modules} True", "[]")
-    assert refused.startswith("sparse_attn_plugin.huggingface.register needs ")
+    assert refused == ("sparse_attn_plugin.huggingface.register needs the 'hf' extra: "
+                       "pip install 'sparse-attn[hf]'")
 
 
 @pytest.mark.parametrize("command,module,args", NEEDING,

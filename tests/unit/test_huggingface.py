@@ -248,5 +248,5 @@ def test_imports_without_transformers_and_register_names_what_is_missing():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "ImportError: sparse_attn_plugin.huggingface.register needs transformers "
-        "(pip install transformers)")
+        "ImportError: sparse_attn_plugin.huggingface.register needs the 'hf' extra: "
+        "pip install 'sparse-attn[hf]'")
