@@ -67,7 +67,7 @@ def bench_shape(scores, target, upstream, args, sync):
 
 
 def cell(values) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"
 
 
 def markdown(results, args, command) -> str:
@@ -78,7 +78,7 @@ def markdown(results, args, command) -> str:
         provenance_header(command),
         f"Device `{args.device}`, dtype `{args.dtype}`, {args.repeats} interleaved rounds. "
         "Each cell is `our time / entmax's time` for forward + backward (below 1: faster "
-        "here), the median and `[min-max]` of the per-round ratios; ours is called through "
+        "here), the median and `[min–max]` of the per-round ratios; ours is called through "
         "`sparse_attn_plugin.entmax_compat`, as code switching from entmax would. "
         f"entmax_bisect at alpha {SETTINGS['entmax_bisect']['alpha']}; the `*_bisect` "
         "functions of entmax halve their bracket 50 times (its default), ours are exact.", "",
