@@ -156,19 +156,22 @@ def test_property_any_shape_dim_dtype_offset(rows, cols, dim, alpha, offset, dty
     assert (weights.double() - exact).abs().max() < 1e-6
 
 
-@pytest.mark.requires("triton")
-def test_the_triton_kernel_runs_for_triton_and_matches_the_eager_solver():
-    """Under ``--attn-impl triton`` the bracketed kernel runs (not the eager solver), with
-    the eager solver's weights to rounding and its gradients (alpha = 1 among the rows)."""
+@pytest.mark.parametrize("impl,kernel", [
+    ("compiled", "bracketed newton, compiled"),
+    pytest.param("triton", "bracketed newton, triton", marks=pytest.mark.requires("triton"))])
+def test_the_fused_kernels_run_and_match_the_eager_solver(impl, kernel):
+    """Under ``--attn-impl compiled`` or ``triton`` their kernel runs (not the eager
+    solver), with the eager solver's weights to rounding and its gradients (alpha = 1 among
+    the rows)."""
     scores = torch.randn(5, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     scores[0, 4:], scores[1], scores[2, 3] = -math.inf, -math.inf, math.nan
-    assert GENERAL.pick("triton", scores)[0] == "bracketed newton, triton"
+    assert GENERAL.pick(impl, scores)[0] == kernel
     for alpha in OUTSIDE:
-        assert torch.allclose(F.entmax_alpha(scores, alpha, impl="triton"),
+        assert torch.allclose(F.entmax_alpha(scores, alpha, impl=impl),
                               F.entmax_alpha(scores, alpha, impl="torch"), rtol=0, atol=1e-14,
                               equal_nan=True)
     alphas = torch.tensor([[0.3], [1.0], [1.7], [2.5], [6.0]], dtype=torch.float64,
                           requires_grad=True)
     rows = torch.randn(5, 9, dtype=torch.float64, requires_grad=True)
-    assert gradcheck(lambda s, a: F.entmax_alpha(s, a, impl="triton"), (rows, alphas),
+    assert gradcheck(lambda s, a: F.entmax_alpha(s, a, impl=impl), (rows, alphas),
                      eps=1e-5, atol=1e-5)
