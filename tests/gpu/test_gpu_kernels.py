@@ -1,11 +1,11 @@
 """Our Triton kernels (``--attn-impl triton``) and the torch.compile'd ones
 (``--attn-impl compiled``), compiled for the CUDA device, against the eager normalisers
-(``--attn-impl torch``) on the same CUDA scores: top-k, sparsemax, 1.5-entmax and learned
-alpha-entmax (per-head alphas), scores in float32, float16 and bfloat16, padded keys and a
-row with every key masked, rows around the kernels' block sizes; and the default ``auto``,
-which on a CUDA device is the Triton kernels. (The CPU tiers check the same kernels under
-Triton's interpreter and torch.compile's CPU backend: tests/unit/test_fused_triton.py,
-test_compiled.py.)"""
+(``--attn-impl torch``) on the same CUDA scores: top-k, sparsemax, 1.5-entmax, learned
+alpha-entmax (per-head alphas) and alpha-entmax outside (1, 2], scores in float32, float16
+and bfloat16, padded keys and a row with every key masked, rows around the kernels' block
+sizes; and the default ``auto``, which on a CUDA device is the Triton kernels. (The CPU
+tiers check the same kernels under Triton's interpreter and torch.compile's CPU backend:
+tests/unit/test_fused_triton.py, test_compiled.py, test_entmax_general.py.)"""
 
 import pytest
 import torch
@@ -133,7 +133,7 @@ def test_the_kernels_that_ran_were_compiled_not_interpreted():
 
     assert not fused_triton.interpreting()
     for kernel in (triton_kernels.entmax_forward, triton_kernels.topk_forward,
-                   triton_kernels.backward):
+                   triton_kernels.backward, triton_kernels.entmax_any_forward):
         assert isinstance(kernel, JITFunction), type(kernel)
 
 
@@ -174,3 +174,27 @@ def test_a_nan_or_inf_score_gives_the_eager_nan_row(impl, name, dtype):
         assert ours[bad].isnan().all() and eager[bad].isnan().all()
         assert torch.isfinite(ours[~bad]).all()
     torch.testing.assert_close(weights[~bad], expected[~bad], atol=WEIGHTS_ATOL[dtype], rtol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("impl", ["triton", "compiled"])
+def test_alpha_outside_1_2_gives_the_eager_weights_and_gradients(impl, dtype):
+    """alpha-entmax at any alpha > 0 (normalizers/entmax_general.py): the bracketed Triton
+    kernel and the compiled steps against the eager solver on the device, one alpha per
+    head across the range (below 1, 1 itself, above 2), padded keys and a row with every
+    key masked; the weights solved in float64 whatever the dtype."""
+    from sparse_attn_plugin import functional
+
+    scores = cuda_scores(SHAPES[0], dtype)
+    alphas = torch.tensor([0.4, 1.0, 2.5, 6.0], dtype=torch.float64,
+                          device="cuda").view(1, -1, 1, 1).requires_grad_()
+    results = {}
+    for which in (impl, "torch"):
+        x = scores.detach().clone().requires_grad_()
+        a = alphas.detach().clone().requires_grad_()
+        weights = functional.entmax_alpha(x, a, impl=which)
+        weights.backward(torch.randn(weights.shape, generator=torch.Generator(
+            device="cuda").manual_seed(0), device="cuda", dtype=weights.dtype))
+        results[which] = (weights, x.grad, a.grad)
+    for ours, eager in zip(results[impl], results["torch"]):
+        torch.testing.assert_close(ours, eager, atol=1e-6, rtol=1e-5, equal_nan=True)
