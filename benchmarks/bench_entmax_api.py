@@ -11,7 +11,6 @@ attention layer (``rows x keys``) and of an output layer (``rows x vocabulary``)
     python benchmarks/bench_entmax_api.py --out results/bench [--threads 1] [--repeats 5]
 """
 
-import argparse
 import inspect
 import shlex
 import statistics
@@ -26,6 +25,7 @@ import torch
 from sparse_attn_experiments.provenance import describe_machine, git_commit, provenance_header
 from sparse_attn_experiments.timing import add_timing_args, interleaved_samples, start_timing
 from sparse_attn_plugin import entmax_compat
+from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 
 #: The functions timed: entmax's public functions (not its modules), in its order.
@@ -86,14 +86,14 @@ def markdown(results, args, command) -> str:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0], command="bench_entmax_api.py")
     parser.add_argument("--out", type=Path, help="write DIR/entmax_api.md and .json")
     add_timing_args(parser, "function")
     parser.add_argument("--quick", action="store_true", help="2 rounds, small shapes (tests)")
     args = parser.parse_args(argv)
     args.repeats = 2 if args.quick else args.repeats
     if args.repeats < 2 or args.dtype != "float32":
-        parser.error("--repeats must be at least 2 (a spread), and --dtype float32 (entmax's "
+        parser.fail("--repeats must be at least 2 (a spread), and --dtype float32 (entmax's "
                      "bisection is not meant for half precision)")
     return args
 

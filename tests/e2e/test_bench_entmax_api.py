@@ -36,5 +36,6 @@ def test_half_precision_or_one_round_is_refused_in_one_line(tmp_path):
         done = subprocess.run([sys.executable, "benchmarks/bench_entmax_api.py", *flags,
                                "--out", str(tmp_path)], cwd=REPO, env=fairseq_env(),
                               capture_output=True, text=True)
-        assert done.returncode != 0 and "must be" in done.stderr
+        assert done.returncode == 1 and "must be" in done.stderr
+        assert done.stderr.count("\n") == 1 and done.stdout == ""
         assert not list(tmp_path.iterdir())
