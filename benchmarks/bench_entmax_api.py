@@ -6,7 +6,8 @@ they call the same functions), the package's function and ``sparse_attn_plugin.e
 take turns in interleaved rounds, forward + backward of a random upstream gradient (to the
 scores; a loss's mean). Each cell is ``our time / entmax's time`` per round, shown as the
 median and the range over the rounds: below 1 is faster here. Shapes: the rows of an
-attention layer (``rows x keys``) and of an output layer (``rows x vocabulary``).
+attention layer and of a decoding step (``rows x keys``) and of an output layer (``rows x
+vocabulary``).
 
     python benchmarks/bench_entmax_api.py --out results/bench [--threads 1] [--repeats 5]
 """
@@ -32,8 +33,10 @@ from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_te
 FUNCTIONS = tuple(name for name in entmax_compat.EQUIVALENTS if name[0].islower())
 #: Settings of the functions that take one (entmax's defaults otherwise).
 SETTINGS = {"entmax_bisect": {"alpha": 1.3}, "entmax_bisect_loss": {"alpha": 1.3}}
-#: (layer, rows, columns): the rows of an attention layer's scores and of an output layer's.
-SHAPES = [("attention", 2048, 64), ("output", 256, 8000)]
+#: (layer, rows, columns): the rows of an attention layer's scores, of one decoding step's
+#: (beam 5 x 8 sentences x 4 heads; small enough for the eager sort on a CPU) and of an
+#: output layer's.
+SHAPES = [("attention", 2048, 64), ("decode step", 160, 40), ("output", 256, 8000)]
 QUICK_SHAPE = (8, 16)
 
 
