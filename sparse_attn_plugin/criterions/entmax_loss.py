@@ -17,7 +17,7 @@ generation (:mod:`..models.output_entmax`).
 
 import math
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Callable, Optional
 
 import torch
@@ -60,7 +60,9 @@ class OutputEntmax:
     alpha: float
     impl: str = "auto"
 
+    @cached_property
     def _functions(self):
+        """The normaliser and its loss, built once (read at every step and decoding step)."""
         if self.alpha == 2.0:
             return partial(sparsemax, impl=self.impl), partial(sparsemax_loss, impl=self.impl)
         if self.alpha == 1.5:
@@ -71,7 +73,7 @@ class OutputEntmax:
     @property
     def normalize(self) -> Callable[[Tensor], Tensor]:
         """``z -> alpha-entmax(z)`` along the last dim."""
-        return self._functions()[0]
+        return self._functions[0]
 
     def loss(self, logits: Tensor, target: Tensor, ignore_index: int,
              reduction: str = "sum") -> Tensor:
@@ -79,7 +81,7 @@ class OutputEntmax:
         ``target`` ``(...)``, 0 where the target is ``ignore_index``; ``sum`` or ``none``."""
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
-        return self._functions()[1](logits, target, ignore_index=ignore_index,
+        return self._functions[1](logits, target, ignore_index=ignore_index,
                                     reduction=reduction)
 
 
