@@ -32,8 +32,10 @@ class ConstrainedMultiheadAttention(SparseMultiheadAttention):
         self.bounded = bounded
         self.fertility: Optional[Tensor] = None
 
-    def attend(self, scores: Tensor, values: Tensor, need_weights: bool,
-               incremental_state) -> Tuple[Tensor, Optional[Tensor]]:
+    needs_head_dim = True
+
+    def attend(self, scores: Tensor, values: Tensor, need_weights: bool, incremental_state,
+               rows_nonempty: bool) -> Tuple[Tensor, Optional[Tensor]]:
         if self.fertility is None:
             raise RuntimeError("constrained cross-attention called without fertilities: "
                                "the decoder binds them from the encoder output")

@@ -132,13 +132,19 @@ class SparseTransformerDecoder(TransformerDecoderBase):
     """fairseq's decoder; binds fertilities to constrained cross-attention and returns
     attention over the batch's source columns."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        #: found once, not at every decoding step
+        self.constrained = tuple(m for m in self.modules()
+                                 if isinstance(m, ConstrainedMultiheadAttention))
+
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return _wrap_layer(SparseTransformerDecoderLayer(cfg, no_encoder_attn), cfg)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None,
                          full_context_alignment=False, alignment_layer=None,
                          alignment_heads=None):
-        constrained = [m for m in self.modules() if isinstance(m, ConstrainedMultiheadAttention)]
+        constrained = self.constrained
         fertility = encoder_out.get("fertility", []) if encoder_out else []
         if constrained and not fertility:
             raise RuntimeError("constrained cross-attention needs the encoder's fertilities")

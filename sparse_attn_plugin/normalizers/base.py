@@ -37,6 +37,11 @@ from .dispatch import IMPLS
 from .fused_triton import check_available
 
 
+def at_least_float32_dtype(scores: Tensor) -> torch.dtype:
+    """float32 for float16/bfloat16 scores, their own dtype otherwise."""
+    return torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else scores.dtype
+
+
 def at_least_float32(scores: Tensor) -> Tensor:
     """float16/bfloat16 scores as float32; float32 and float64 as they are."""
     return scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
@@ -153,34 +158,46 @@ class Normalizer(nn.Module, ABC):
         values: Tensor,
         dropout: Optional[Callable[[Tensor], Tensor]] = None,
         need_weights: bool = True,
+        rows_nonempty: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """The attention output ``dropout(w) v`` with ``w = self(scores)``, and ``w``.
 
         Args:
-            scores: ``(B, H, T, S)``, ``-inf`` on masked keys.
-            values: ``(B_kv, H, S, d)``; ``B`` is a multiple of ``B_kv`` when
-                ``B / B_kv`` beam hypotheses share one source's encoder states.
+            scores: ``(..., T, S)``, ``-inf`` on masked keys: fairseq's ``(B*H, T, S)``, or
+                ``(B, H, T, S)``.
+            values: ``(..., S, d)`` with the scores' leading dims, or ``(B_kv, H, S, d)``
+                for scores ``(B, H, T, S)`` when ``B / B_kv`` beam hypotheses share one
+                source's encoder states.
             dropout: applied to the weights that multiply the values.
             need_weights: return ``w`` (float32 or wider) or ``None``.
+            rows_nonempty: the caller knows that every row has an unmasked key (a decoding
+                step), so :meth:`step_weights` may skip the empty-row fill.
 
         Returns:
-            ``(B, H, T, d)`` outputs in the values' dtype, and the weights.
+            ``(..., T, d)`` outputs in the values' dtype, and the weights.
         """
-        weights = self(scores)
+        # observers (analysis) read the weights from forward()
+        lean = rows_nonempty and not self._forward_hooks
+        weights = self.step_weights(scores) if lean else self(scores)
         probs = weights.type_as(values)
         if dropout is not None:
             probs = dropout(probs)
         return weighted_sum(probs, values), weights if need_weights else None
 
+    def step_weights(self, scores: Tensor) -> Tensor:
+        """``self(scores)`` for scores with an unmasked key in every row, as a decoding step
+        has (the weights are the same; a normaliser may skip its empty-row fill)."""
+        return self(scores)
+
 
 def weighted_sum(probs: Tensor, values: Tensor) -> Tensor:
-    """``out[b, h, t] = sum_s probs[b, h, t, s] values[b // g, h, s]`` for probs
-    ``(B, H, T, S)`` and values ``(B_kv, H, S, d)``, ``g = B / B_kv`` hypotheses per
-    source."""
-    batch, heads, tgt_len, src_len = probs.shape
+    """``probs @ values`` for values with the probs' leading dims; for probs ``(B, H, T,
+    S)`` and values ``(B_kv, H, S, d)``, ``out[b, h, t] = sum_s probs[b, h, t, s] values[b
+    // g, h, s]`` with ``g = B / B_kv`` hypotheses per source."""
     kv_batch = values.size(0)
-    if kv_batch == batch:
+    if kv_batch == probs.size(0):
         return torch.matmul(probs, values)
+    batch, heads, tgt_len, src_len = probs.shape
     return torch.einsum(
         "bxhts,bhsd->bxhtd", probs.view(kv_batch, -1, heads, tgt_len, src_len), values
     ).reshape(batch, heads, tgt_len, -1)
@@ -205,3 +222,12 @@ class Softmax(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         return softmax_rows(scores)
+
+    def step_weights(self, scores: Tensor) -> Tensor:
+        return softmax_step(scores)
+
+
+def softmax_step(scores: Tensor) -> Tensor:
+    """Softmax of rows with an unmasked key each, in float32 or wider, by fairseq's own call
+    (one kernel): torch's softmax already gives NaN rows for a NaN or ``+inf``."""
+    return torch.softmax(scores, dim=-1, dtype=at_least_float32_dtype(scores))

@@ -22,7 +22,7 @@ from .base import Normalizer, check_count, guarded
 from .dispatch import Implementations, sort_or_newton
 from .entmax_grad import entmax_function
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
-from .entmax_sort import entmax15_sort, sparsemax_sort
+from .entmax_sort import entmax15_sort, sorted_step, sparsemax_sort
 from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
 from .row_parameters import checked
 
@@ -113,6 +113,16 @@ def entmax_alpha_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: in
     return _entmax_alpha(n_iter)(impl, scores, alpha)
 
 
+def step_by_sort(normalizer: Normalizer, implementations: Implementations, alpha: float,
+                 scores: Tensor) -> Tensor:
+    """A decoding step's weights: by :func:`.entmax_sort.sorted_step` (no guard, no fill)
+    where ``implementations`` would sort and no gradient is wanted, else ``normalizer``'s."""
+    wants_grad = scores.requires_grad and torch.is_grad_enabled()
+    if wants_grad or implementations.pick(normalizer.impl, scores)[0] != "sort":
+        return normalizer(scores)
+    return sorted_step(scores, alpha)
+
+
 class Sparsemax(Normalizer):
     """``sparsemax(s) = argmin_{p in simplex} ||p - s||^2`` (alpha = 2)."""
 
@@ -120,6 +130,9 @@ class Sparsemax(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         return SPARSEMAX(self.impl, scores)
+
+    def step_weights(self, scores: Tensor) -> Tensor:
+        return step_by_sort(self, SPARSEMAX, 2.0, scores)
 
 
 class Entmax15(Normalizer):
@@ -129,6 +142,9 @@ class Entmax15(Normalizer):
 
     def normalize(self, scores: Tensor) -> Tensor:
         return ENTMAX15(self.impl, scores)
+
+    def step_weights(self, scores: Tensor) -> Tensor:
+        return step_by_sort(self, ENTMAX15, 1.5, scores)
 
 
 class EntmaxAlpha(Normalizer):
@@ -185,6 +201,10 @@ class EntmaxAlpha(Normalizer):
         return (1.0 + torch.sigmoid(logit)).clamp(ALPHA_MIN, ALPHA_MAX)
 
     def normalize(self, scores: Tensor) -> Tensor:
+        """Scores ``(B, H, T, S)``, or fairseq's ``(B*H, T, S)``: head ``h`` uses ``alpha_h``."""
+        if scores.dim() == 3:
+            return self.normalize(scores.unflatten(0, (-1, self.alpha_logit.numel()))
+                                  ).flatten(0, 1)
         return entmax_alpha_weights(scores, self.alpha().view(1, -1, 1, 1), self.n_iter,
                                     self.impl)
 

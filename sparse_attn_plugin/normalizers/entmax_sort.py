@@ -49,6 +49,16 @@ def _threshold_of_sorted(xs: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
     return taus.gather(-1, support - 1), support
 
 
+def _sparsemax_tau(x: Tensor) -> Tensor:
+    """Sparsemax's ``tau = max_k (c_k - 1) / k`` over the rows ``x`` sorted: ``tau_(k+1) >
+    tau_k`` exactly when ``x_(k+1) > tau_k``, the test that admits ``k + 1`` to the support,
+    so the largest ``tau_k`` is ``tau_(k*)``, the same number as the support's (and NaN on a
+    row with a NaN), in ten operations where finding ``k*`` takes sixteen."""
+    xs = x.sort(-1, descending=True).values
+    rho = torch.arange(1, xs.size(-1) + 1, dtype=xs.dtype, device=xs.device)
+    return ((xs.cumsum(-1) - 1) / rho).amax(-1, keepdim=True)
+
+
 def _sorted_threshold(x: Tensor, alpha: float, k: Optional[int]) -> Tuple[Tensor, Tensor]:
     """:func:`_threshold_of_sorted` of the rows ``x`` (maximum 0 each): over the ``k``
     largest entries (``torch.topk``) if ``k`` is below the row length, by a full sort for
@@ -71,18 +81,27 @@ def _shifted(scores: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def _sort_solve(scores: Tensor, alpha: float, dim: int, k: Optional[int]) -> Tensor:
-    """alpha-entmax weights along ``dim`` by the sort, for alpha 2 or 1.5."""
+def _sort_solve(scores: Tensor, alpha: float, dim: int, k: Optional[int],
+                empty_rows: bool = True) -> Tensor:
+    """alpha-entmax weights along ``dim`` by the sort, for alpha 2 or 1.5; without
+    ``empty_rows`` (the caller knows every row has an unmasked key) no fill."""
     if k is not None:
         k = check_count(k, "k", "the sort")
-    scores = at_least_float32(scores).movedim(dim, -1)
+    scores = at_least_float32(scores)
+    if dim not in (-1, scores.dim() - 1):
+        scores = scores.movedim(dim, -1)
     if scores.size(-1) == 0:
         return scores.clone().movedim(-1, dim)
     x, top = _shifted(scores, alpha)
-    tau, _ = _sorted_threshold(x, alpha, k)
+    if alpha == 2.0 and k is None:
+        tau = _sparsemax_tau(x)
+    else:
+        tau, _ = _sorted_threshold(x, alpha, k)
     u = (x - tau).clamp_min(0)                   # NaN stays NaN
     p = u if alpha == 2.0 else u * u
-    return p.masked_fill(torch.isneginf(top), 0.0).movedim(-1, dim)
+    if empty_rows:
+        p = p.masked_fill(torch.isneginf(top), 0.0)
+    return p if dim in (-1, p.dim() - 1) else p.movedim(-1, dim)
 
 
 def sparsemax_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
@@ -96,6 +115,14 @@ def entmax15_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Ten
     """1.5-entmax of float32/float64 ``scores`` along ``dim`` by the sort, as
     :func:`sparsemax_sort` (no graph; ``k`` the same)."""
     return _sort_solve(scores, 1.5, dim, k)
+
+
+def sorted_step(scores: Tensor, alpha: float) -> Tensor:
+    """alpha-entmax (2 or 1.5) over the last dim of rows with an unmasked key each, by the
+    sort, with no graph: the same weights as :func:`sparsemax_sort` and
+    :func:`entmax15_sort` (a NaN or ``+inf`` already makes its row NaN), less the empty-row
+    fill."""
+    return _sort_solve(scores, alpha, -1, None, empty_rows=False)
 
 
 @torch.no_grad()

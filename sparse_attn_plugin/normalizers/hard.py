@@ -11,57 +11,35 @@ with a straight-through backward pass::
 Masked keys are never sampled nor picked; docs/methods.md, "Hard retrieval".
 """
 
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .base import Normalizer, guarded
+from .base import Normalizer, at_least_float32_dtype, guarded
 
 SAMPLING_EPS = 1e-9
 
 
-def key_rows(index: Tensor, kv_batch: int, row_strides: Sequence[int]) -> Tensor:
-    """Flat row numbers of the keys that ``index`` ``(B, H, T)`` picks in values
-    ``(B_kv, H, S, d)`` whose ``(batch, head, key)`` strides, counted in rows of ``d``,
-    are ``row_strides``. Query row ``(b, h)`` reads value row ``(b // g, h)``, where
-    ``g = B / B_kv`` beam hypotheses share one source."""
-    batch, heads, _ = index.shape
-    per_batch, per_head, per_key = row_strides
-    first = torch.arange(batch, device=index.device) // (batch // kv_batch) * per_batch
-    head = torch.arange(heads, device=index.device) * per_head
-    return (first[:, None, None] + head[None, :, None] + index * per_key).view(-1)
-
-
-def as_rows(values: Tensor) -> Tuple[Tensor, Tuple[int, ...]]:
-    """The values ``(B_kv, H, S, d)`` as a table of rows of ``d`` numbers read from
-    their own storage, and their ``(batch, head, key)`` strides in rows.
-
-    fairseq keeps values as a transposed ``(S, B*H, d)`` tensor; viewing its storage
-    avoids copying all values at every decoding step only to read a few rows. A
-    layout whose rows are not contiguous runs of ``d`` numbers is copied first.
-    """
-    dim = values.size(-1)
-    if values.stride(-1) != 1 or any(stride % dim for stride in values.stride()[:-1]):
-        values = values.contiguous()
-    strides = tuple(stride // dim for stride in values.stride()[:-1])
-    rows = 1 + sum((size - 1) * stride for size, stride in zip(values.shape[:-1], strides))
-    return values.as_strided((rows, dim), (dim, 1)), strides
-
-
 def gather_values(values: Tensor, index: Tensor) -> Tensor:
-    """``out[b, h, t] = values[b // g, h, index[b, h, t]]`` (see :func:`key_rows`): one
-    row copy per query and head."""
-    table, strides = as_rows(values)
-    rows = key_rows(index, values.size(0), strides)
-    return table.index_select(0, rows).view(*index.shape, values.size(-1))
+    """``out[..., t, :] = values[..., index[..., t], :]``: one ``gather`` on views, for values
+    ``(..., S, d)`` with the index's leading dims; for an index ``(B, H, T)`` and values
+    ``(B_kv, H, S, d)`` shared by ``g = B / B_kv`` hypotheses per source, row ``(b, h)`` reads
+    values ``(b // g, h)`` (an expanded view, never a copy of the values)."""
+    dim = values.size(-1)
+    if values.size(0) != index.size(0):
+        kv_batch = values.size(0)
+        index = index.view(kv_batch, -1, *index.shape[1:])
+        values = values.unsqueeze(1).expand(kv_batch, index.size(1), *values.shape[1:])
+        return gather_values(values, index).flatten(0, 1)
+    return values.gather(-2, index.unsqueeze(-1).expand(*index.shape, dim))
 
 
 class RetrieveRows(torch.autograd.Function):
-    """``out[b, h, t] = values[b, h, index[b, h, t]]`` with the straight-through
-    backward of ``out = probs @ values``: ``dprobs = dout @ values^T``, and
-    ``dvalues`` summed on the retrieved rows by index-add. Shapes: probs
-    ``(B, H, T, S)``, values ``(B, H, S, d)``, index ``(B, H, T)``."""
+    """``out[..., t] = values[..., index[..., t]]`` with the straight-through backward of
+    ``out = probs @ values``: ``dprobs = dout @ values^T``, and ``dvalues`` summed on the
+    retrieved rows by scatter-add. Shapes: probs ``(..., T, S)``, values ``(..., S, d)``,
+    index ``(..., T)``, with the same leading dims."""
 
     @staticmethod
     def forward(ctx, probs: Tensor, values: Tensor, index: Tensor) -> Tensor:
@@ -75,10 +53,8 @@ class RetrieveRows(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             grad_probs = torch.matmul(grad_out, values.transpose(-1, -2))
         if ctx.needs_input_grad[1]:
-            batch, heads, src_len, dim = values.shape
-            rows = key_rows(index, batch, (heads * src_len, src_len, 1))
-            grad_values = grad_out.new_zeros(values.shape)
-            grad_values.view(-1, dim).index_add_(0, rows, grad_out.reshape(-1, dim))
+            rows = index.unsqueeze(-1).expand_as(grad_out)
+            grad_values = grad_out.new_zeros(values.shape).scatter_add_(-2, rows, grad_out)
         return grad_probs, grad_values, None
 
 
@@ -123,23 +99,28 @@ class HardRetrieval(Normalizer):
         values: Tensor,
         dropout: Optional[Callable[[Tensor], Tensor]] = None,
         need_weights: bool = True,
+        rows_nonempty: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         if self.training:
             out, index, empty = self._sample_and_retrieve(scores, values, dropout)
+        elif rows_nonempty:
+            index, empty = scores.argmax(dim=-1), None
+            out = gather_values(values, index)
         else:
             best, index = scores.max(dim=-1)
-            empty = torch.isneginf(best)
             out = gather_values(values, index)
-            if self._forward_hooks:  # observers (analysis) read the weights from forward()
-                self(scores)
+            empty = torch.isneginf(best)
+        if not self.training and self._forward_hooks:
+            self(scores)  # observers (analysis) read the weights from forward()
         # As in the base class: the empty-row fill is skipped on the CPU when none exists.
-        has_empty = scores.is_cuda or bool(empty.any())
-        if has_empty:
+        if empty is not None and not (scores.is_cuda or bool(empty.any())):
+            empty = None
+        if empty is not None:
             out = out.masked_fill(empty.unsqueeze(-1), 0.0)
         if not need_weights:
             return out, None
-        weights = one_hot(index, scores.size(-1), torch.promote_types(scores.dtype, torch.float32))
-        return out, weights.masked_fill(empty.unsqueeze(-1), 0.0) if has_empty else weights
+        weights = one_hot(index, scores.size(-1), at_least_float32_dtype(scores))
+        return out, weights if empty is None else weights.masked_fill(empty.unsqueeze(-1), 0.0)
 
     @staticmethod
     def _sample_and_retrieve(scores, values, dropout):

@@ -14,25 +14,28 @@ from functools import lru_cache, partial
 import torch
 from torch import Tensor
 
-from .base import Normalizer, check_count, guarded
+from .base import Normalizer, check_count, guarded, softmax_step
 from .compiled import compiled
-from .dispatch import Implementations
+from .dispatch import Implementations, resolve
 from .fused_triton import topk_triton
 
 INF = float("inf")
 
 
-def topk_rows(scores: Tensor, k: int) -> Tensor:
-    """Top-k weights of each last-dim row (``k`` at most its size): softmax over the entries
-    at least the k-th largest, counted with repeats (``-inf`` when a row has fewer than k
-    unmasked keys, which keeps them all). All zero on a row with every key masked, all NaN
-    on a row with a NaN or +inf score (its maximum ``top`` is NaN or +inf)."""
-    top = scores.amax(-1, keepdim=True)
+def keep_top(scores: Tensor, k: int) -> Tensor:
+    """``m(s)``: the scores with every entry below the row's k-th largest (counted with
+    repeats) set to ``-inf``; a row with fewer than k unmasked keys keeps them all, and a
+    NaN or ``+inf`` stays (so softmax makes the row NaN)."""
     kth = scores.topk(k, dim=-1, sorted=False).values.amin(-1, keepdim=True)
-    empty = torch.isneginf(top)
-    e = torch.where(scores >= kth, torch.exp(scores - top.masked_fill(empty, 0.0)), 0.0)
-    total = e.sum(-1, keepdim=True).masked_fill(empty, 1.0)
-    return e / torch.where(top < INF, total, torch.nan)
+    return scores.masked_fill(scores < kth, -INF)
+
+
+def topk_rows(scores: Tensor, k: int) -> Tensor:
+    """Top-k weights of each last-dim row (``k`` at most its size): softmax of
+    :func:`keep_top`. All zero on a row with every key masked, all NaN on a row with a NaN
+    or +inf score."""
+    empty = torch.isneginf(scores.amax(-1, keepdim=True))
+    return torch.softmax(keep_top(scores, k).masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)
 
 
 def _softmax_grad(probs: Tensor, d_probs: Tensor) -> Tensor:
@@ -118,6 +121,15 @@ class TopK(Normalizer):
         if self.training or not self.train_only:
             return topk_weights(scores, self.k, self.impl)
         return guarded(partial(torch.softmax, dim=-1), scores)
+
+    def step_weights(self, scores: Tensor) -> Tensor:
+        """Eagerly, softmax of :func:`keep_top` with no empty-row fill (the same weights,
+        five operations where the general path has nine); fused kernels as usual."""
+        if resolve(self.impl, scores) != "torch":
+            return self(scores)
+        if (self.training or not self.train_only) and self.k < scores.size(-1):
+            scores = keep_top(scores, self.k)
+        return softmax_step(scores)
 
     def extra_repr(self) -> str:
         return f"k={self.k}, train_only={self.train_only}, impl={self.impl}"
