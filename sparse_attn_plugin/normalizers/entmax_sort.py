@@ -52,8 +52,9 @@ def _threshold_of_sorted(xs: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
 def _sparsemax_tau(x: Tensor) -> Tensor:
     """Sparsemax's ``tau = max_k (c_k - 1) / k`` over the rows ``x`` sorted: ``tau_(k+1) >
     tau_k`` exactly when ``x_(k+1) > tau_k``, the test that admits ``k + 1`` to the support,
-    so the largest ``tau_k`` is ``tau_(k*)``, the same number as the support's (and NaN on a
-    row with a NaN), in ten operations where finding ``k*`` takes sixteen."""
+    so the largest ``tau_k`` is ``tau_(k*)`` (NaN on a row with a NaN), in ten operations
+    where finding ``k*`` takes sixteen. The same number as the support's, but at a tie
+    ``x_(k+1) = tau_k``, where two equal thresholds may round apart by an ulp."""
     xs = x.sort(-1, descending=True).values
     rho = torch.arange(1, xs.size(-1) + 1, dtype=xs.dtype, device=xs.device)
     return ((xs.cumsum(-1) - 1) / rho).amax(-1, keepdim=True)

@@ -1,0 +1,125 @@
+"""The lean path of a decoding step (issue 52): each normaliser's ``step_weights`` and
+``attend(..., rows_nonempty=True)`` give the general path's numbers, bit for bit, on rows
+with an unmasked key (NaN and ``+inf`` rows included), in fairseq's ``(B*H, T, S)`` layout
+as in ``(B, H, T, S)``; and what a step dispatches is held."""
+
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from sparse_attn_plugin.normalizers import (
+    Entmax15,
+    EntmaxAlpha,
+    HardRetrieval,
+    Softmax,
+    Sparsemax,
+    TopK,
+)
+from sparse_attn_plugin.normalizers.entmax_sort import _sorted_threshold, sparsemax_sort
+from sparse_attn_plugin.normalizers.hard import gather_values
+
+HEADS = 4
+
+
+def step_scores(dtype=torch.float32, seed=0, rows=HEADS * 6, src_len=11):
+    """Decoding-step scores ``(B*H, 1, S)`` with masked keys but no empty row, a NaN row
+    and a ``+inf`` row."""
+    g = torch.Generator().manual_seed(seed)
+    scores = (3 * torch.randn(rows, 1, src_len, generator=g)).to(dtype)
+    scores[:, :, -3:] = -math.inf        # padding
+    scores[2, 0, 4] = math.nan
+    scores[5, 0, 1] = math.inf
+    return scores
+
+
+NORMALISERS = [Softmax, Sparsemax, Entmax15, lambda: TopK(k=3),
+               lambda: TopK(k=3, train_only=True), lambda: EntmaxAlpha(HEADS, "random")]
+
+
+@pytest.mark.parametrize("make", NORMALISERS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_step_weights_equal_the_general_path_bit_for_bit(make, dtype):
+    normalizer = make().eval()
+    scores = step_scores(dtype)
+    general = normalizer(scores)
+    step = normalizer.step_weights(scores)
+    assert step.dtype == general.dtype == torch.promote_types(dtype, torch.float32)
+    torch.testing.assert_close(step, general, rtol=0, atol=0, equal_nan=True)
+    assert step[2].isnan().all() and step[5].isnan().all()
+
+
+@pytest.mark.parametrize("make", NORMALISERS)
+def test_fairseq_layout_gives_the_head_layout_numbers(make):
+    normalizer = make().eval()
+    scores = step_scores(torch.float64)
+    values = torch.randn(scores.size(0), scores.size(-1), 5, dtype=torch.float64)
+    flat, flat_weights = normalizer.attend(scores, values, rows_nonempty=True)
+    by_head, head_weights = normalizer.attend(scores.view(-1, HEADS, 1, scores.size(-1)),
+                                              values.view(-1, HEADS, *values.shape[1:]))
+    torch.testing.assert_close(flat.view_as(by_head), by_head, rtol=0, atol=0,
+                               equal_nan=True)
+    torch.testing.assert_close(flat_weights.view_as(head_weights), head_weights, rtol=0,
+                               atol=0, equal_nan=True)
+
+
+def test_sparsemax_tau_as_the_largest_partial_threshold_is_the_supports():
+    """``max_k (c_k - 1) / k`` is the threshold at the support (checked against the
+    support-finding sort over shapes and long rows: the same number; with ties, where
+    ``x_(k+1) = tau_k`` makes two partial thresholds equal but for rounding, within it)."""
+    g = torch.Generator().manual_seed(3)
+    for src_len in (1, 2, 7, 40, 300):
+        for decimals, tolerance in ((None, 0.0), (1, 1e-15)):
+            x = torch.randn(64, src_len, generator=g, dtype=torch.float64)
+            x = x if decimals is None else x.round(decimals=decimals)
+            x = x - x.amax(-1, keepdim=True)
+            expected, _ = _sorted_threshold(x, 2.0, None)
+            torch.testing.assert_close(sparsemax_sort(x), (x - expected).clamp_min(0),
+                                       rtol=0, atol=tolerance)
+
+
+def test_hard_retrieval_step_gathers_what_the_general_path_gathers():
+    hard = HardRetrieval().eval()
+    scores = step_scores(torch.float32)
+    scores[2, 0, 4] = 0.0  # hard retrieval on NaN is the general path's business
+    values = torch.randn(scores.size(0), scores.size(-1), 5)
+    lean, lean_weights = hard.attend(scores, values, rows_nonempty=True)
+    general, weights = hard.attend(scores, values)
+    assert torch.equal(lean, general) and torch.equal(lean_weights, weights)
+
+
+def test_gather_values_shares_a_sources_values_without_copying_them():
+    values = torch.randn(2, HEADS, 7, 5)               # (B_kv, H, S, d)
+    index = torch.randint(0, 7, (6, HEADS, 3))         # B = 3 hypotheses per source
+    out = gather_values(values, index)
+    expected = torch.stack([torch.stack([values[b // 3, h, index[b, h]] for h in range(HEADS)])
+                            for b in range(6)])
+    assert torch.equal(out, expected)
+
+
+class Ops(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("make, most", [
+    (Softmax, 3),                       # softmax, type_as, matmul: fairseq's three
+    (HardRetrieval, 4),                 # argmax, unsqueeze, expand, gather
+    (lambda: TopK(k=3), 7),             # topk, amin, lt, masked_fill, softmax, ...
+    (Sparsemax, 12),                    # the sort and tau = max_k (c_k - 1) / k
+])
+def test_what_an_attention_call_of_a_step_dispatches(make, most):
+    normalizer = make().eval()
+    scores = torch.randn(HEADS * 8, 1, 20)
+    values = torch.randn(HEADS * 8, 20, 16)
+    with torch.inference_mode(), Ops() as ops:
+        normalizer.attend(scores, values, need_weights=False, rows_nonempty=True)
+    assert len(ops.names) <= most, ops.names
+    # no empty-row check, and nothing that reads a result back (a GPU would wait for it)
+    assert not {"aten.any", "aten.is_nonzero", "aten.isneginf"} & set(ops.names), ops.names
