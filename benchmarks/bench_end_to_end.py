@@ -14,27 +14,31 @@ Rows, every one built from the same seed (so from the same initial weights):
   ``NAME [compiled]``, on CUDA ``NAME [triton]``); hard retrieval in decoder self- and
   cross-attention.
 
-Three measurements, in ``--rounds`` interleaved rounds (round 1 runs every row once,
-round 2 every row again, ...), each ratio the median of the per-round ratios (a row
-divided by its denominator measured in the same round) with their minimum and maximum:
+Three measurements, in ``--rounds`` interleaved rounds (7 by default; round 1 runs every
+row once, round 2 every row again, ...), each ratio the median of the per-round ratios (a
+row divided by its denominator measured in the same round) with their minimum and maximum;
+on CUDA a timed sample is the device's time between two CUDA events:
 
 * training in this process: milliseconds per batch, forward + backward of the same
-  batches (CUDA-synchronised around each timed sample; ``--fp16`` makes the models half
-  precision as fairseq-train does);
+  batches (``--fp16`` makes the models half precision as fairseq-train does);
 * ``fairseq-train`` words/s (median of its logging intervals, the first left out);
 * ``fairseq-generate`` sentences/s, beam 5, every hypothesis forced to the same length
   (``--min-len`` = ``--max-len-b``, ``--max-len-a 0``): one checkpoint, our softmax's,
   decoded per row with ``--model-overrides``, and for fairseq's row a copy of it that
-  records fairseq's architecture (whose hypotheses must equal our softmax's).
+  records fairseq's architecture (whose hypotheses must equal our softmax's). With
+  ``--in-process``, fairseq's beam search in this process instead, on models prepared as
+  fairseq-generate prepares them (``prepare_for_inference_``).
+
+On CUDA each row's kernel launches per decoding step are counted too, by torch's profiler
+over one in-process decode.
 
     python benchmarks/bench_end_to_end.py --out .work/bench_end_to_end [--device cuda --fp16]
-        [--models iwslt,demo] [--rounds 3]
+        [--models iwslt,demo] [--rounds 7]
 """
 
 import os
 import shlex
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -51,7 +55,16 @@ from sparse_attn_experiments.provenance import (
     git_commit,
     provenance_header,
 )
-from sparse_attn_experiments.timing import decode_batches, device_sync, interleaved_samples
+from sparse_attn_experiments.timing import (
+    decode_batches,
+    device_clock,
+    forced_steps,
+    interleaved_samples,
+    kernel_launches,
+    prepare_for_inference,
+    spread,
+    summary,
+)
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES, NormalizerOptions
@@ -62,6 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_training import MODELS, generate_flags, in_process, train_step  # noqa: E402
 
 FAIRSEQ, SOFTMAX = "fairseq transformer", "softmax"
+BEAM = 5  # as generate_flags' --beam
 HARD = "hard (decoder self + cross)"
 #: The denominators a ratio may have, as its column names them.
 OVER_FAIRSEQ, OVER_SOFTMAX, OVER_TORCH = "÷ fairseq transformer", "÷ our softmax", "÷ its [torch]"
@@ -154,7 +168,6 @@ def train_in_process(data, model, rows, args, flags):
     """Milliseconds per training batch of every row in every round, whether fairseq's
     transformer and our softmax start from identical weights, and the target tokens per
     batch."""
-    sync = device_sync(args.device)
     built, samples, _ = in_process(data, flags, {r.label: row_flags(r, model) for r in rows},
                                    args.batches, args.device, args.fp16)
     identical = same_state(built[FAIRSEQ][0], built[SOFTMAX][0])
@@ -167,7 +180,7 @@ def train_in_process(data, model, rows, args, flags):
         step(label)
         step(label)
     seconds = interleaved_samples({label: (lambda x=label: step(x)) for label in built},
-                                  args.rounds, sync=sync)
+                                  args.rounds, clock=device_clock(args.device))
     built.clear()  # free the models before the next measurement
     if args.device == "cuda":
         torch.cuda.empty_cache()
@@ -175,20 +188,20 @@ def train_in_process(data, model, rows, args, flags):
         identical, tokens
 
 
-def generate_in_process(data, model, rows, args, flags):
-    """Sentences/s of every row in every round decoded in this process by fairseq's
-    beam search (beam 5, batches of 128 test sentences, every hypothesis forced to
-    ``--length`` tokens), the rows' models built from one seed, and each row's hypotheses
-    (token ids) of an untimed first decode."""
+def decoders(data, model, rows, args, flags):
+    """Per row, a decode in this process by fairseq's beam search (beam 5, batches of 128
+    test sentences, every hypothesis forced to ``--length`` tokens) that returns the best
+    hypotheses (token ids), the rows' models built from one seed and prepared as
+    fairseq-generate prepares them; and the sentences and decoding steps of a decode."""
     from fairseq.sequence_generator import SequenceGenerator
 
-    sync = device_sync(args.device)
     built, _, task = in_process(data, flags, {r.label: row_flags(r, model) for r in rows}, 0,
                                 args.device, args.fp16)
     batches = decode_batches(task, 128, args.device)
     sentences = sum(batch["nsentences"] for batch in batches)
-    generators = {label: SequenceGenerator([network.eval()], task.target_dictionary,
-                                           beam_size=5, min_len=args.length, max_len_a=0,
+    generators = {label: SequenceGenerator([prepare_for_inference(network, BEAM)],
+                                           task.target_dictionary, beam_size=BEAM,
+                                           min_len=args.length, max_len_a=0,
                                            max_len_b=args.length)
                   for label, (network, _) in built.items()}
 
@@ -197,10 +210,36 @@ def generate_in_process(data, model, rows, args, flags):
             return [hypo[0]["tokens"].tolist() for batch in batches
                     for hypo in generators[label].generate(None, batch)]
 
-    hypotheses = {label: decode(label) for label in generators}  # untimed: compiles, settles
-    seconds = interleaved_samples({label: (lambda x=label: decode(x)) for label in generators},
-                                  args.rounds, sync=sync)
-    return {label: [sentences / s for s in runs] for label, runs in seconds.items()}, hypotheses
+    return ({label: (lambda x=label: decode(x)) for label in generators}, sentences,
+            len(batches) * forced_steps(args.length))
+
+
+def launches_per_step(decode, steps, device):
+    """Kernel launches per decoding step of each of ``decode`` (decoded before: warm), by
+    one more decode under torch's profiler; None on the CPU, which launches none."""
+    if device != "cuda":
+        return dict.fromkeys(decode)
+    return {label: kernel_launches(run) / steps for label, run in decode.items()}
+
+
+def generate_in_process(data, model, rows, args, flags):
+    """Sentences/s of every row in every round decoded in this process (:func:`decoders`),
+    each row's hypotheses of an untimed first decode, and its kernel launches per decoding
+    step (:func:`launches_per_step`)."""
+    decode, sentences, steps = decoders(data, model, rows, args, flags)
+    hypotheses = {label: run() for label, run in decode.items()}  # untimed: compiles, settles
+    seconds = interleaved_samples(decode, args.rounds, clock=device_clock(args.device))
+    return ({label: [sentences / s for s in runs] for label, runs in seconds.items()},
+            hypotheses, launches_per_step(decode, steps, args.device))
+
+
+def launches_in_process(data, model, rows, args, flags):
+    """Kernel launches per decoding step of every row decoded in this process on CUDA
+    (after an untimed decode each), for the rows that fairseq-generate timed."""
+    decode, _, steps = decoders(data, model, rows, args, flags)
+    for run in decode.values():
+        run()
+    return launches_per_step(decode, steps, args.device)
 
 
 def rotated(rows, r):
@@ -252,9 +291,7 @@ def paired(values, base, faster_is_smaller):
     times: ``base / row``), or None where a round has no value."""
     if base is None or None in values or None in base:
         return None
-    ratios = [b / v if faster_is_smaller else v / b for v, b in zip(values, base)]
-    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-            "rounds": ratios}
+    return summary([b / v if faster_is_smaller else v / b for v, b in zip(values, base)])
 
 
 def ratios(samples, rows, faster_is_smaller):
@@ -313,17 +350,12 @@ def judge(row, measure, device, by_denominator):
 
 # --- report ------------------------------------------------------------------------------------
 
-def spread(values, digits=1):
-    if None in values:
-        return "n/a"
-    return (f"{statistics.median(values):.{digits}f} "
-            f"[{min(values):.{digits}f}–{max(values):.{digits}f}]")
+def value_cell(values, digits=1):
+    return "n/a" if None in values else spread(values, digits)
 
 
 def ratio_cell(stats):
-    if stats is None:
-        return "-"
-    return f"{stats['median']:.2f} [{stats['min']:.2f}–{stats['max']:.2f}]"
+    return "-" if stats is None else spread(stats["rounds"])
 
 
 def model_tables(model, result, rows, args):
@@ -345,12 +377,14 @@ def model_tables(model, result, rows, args):
         for row in rows:
             record = result["rows"][row.label]
             key = "train_ms_per_batch" if measure == "train" else "sentences_per_second"
-            cells = [row.label, spread(record[key])]
+            cells = [row.label, value_cell(record[key])]
             cells += [ratio_cell(record["ratios"][measure][d])
                       for d in (OVER_FAIRSEQ, OVER_SOFTMAX, OVER_TORCH)]
             if measure == "train":
-                cells.append(spread(record["words_per_second"], 0) if args.in_process
+                cells.append(value_cell(record["words_per_second"], 0) if args.in_process
                              else ratio_cell(record["ratios"]["words"][OVER_SOFTMAX]))
+            elif args.device == "cuda":
+                cells.append(f"{record['kernel_launches_per_step']:.1f}")
             judged = record["targets"][measure]
             cells += [judged["target"], judged["verdict"]] if judged else ["-", "-"]
             table.append(cells)
@@ -359,6 +393,8 @@ def model_tables(model, result, rows, args):
         if measure == "train":
             headers.append("target words/s (in process)" if args.in_process
                            else f"fairseq-train words/s {OVER_SOFTMAX}")
+        elif args.device == "cuda":
+            headers.append("kernel launches per step")
         parts.append(f"### {model} model: {title}\n\n"
                      + markdown_table([*headers, "target", "verdict"], table))
     return parts
@@ -380,7 +416,17 @@ def measured_in_process(args, tokens):
             f"beam search in this process over {args.test_size} test sentences, beam 5, "
             f"batches of 128, every hypothesis forced to {args.length} tokens, each row's "
             "model built from the same seed (untrained: with the length forced, decoding "
-            "does the same work whatever the weights), after one untimed decode per row. ")
+            "does the same work whatever the weights) and prepared as fairseq-generate "
+            "prepares it (`prepare_for_inference_`), after one untimed decode per row. ")
+
+
+def launches_text(args):
+    where = ("one more decode of the row" if args.in_process else
+             "one decode in this process of the row's model built from the same seed and "
+             "prepared as fairseq-generate prepares it")
+    return (f"Kernel launches per step: the kernels torch's profiler lists on the device over "
+            f"{where}, the encoder's included, divided by its decoding steps (each batch's "
+            f"{args.length} tokens and EOS). ")
 
 
 def render(results, rows, args, command):
@@ -391,7 +437,9 @@ def render(results, rows, args, command):
         "# End to end against fairseq's transformer: training and generation speed\n",
         provenance_header(command),
         f"Device `{args.device}`{fp16}; {args.rounds} interleaved rounds (round 1 runs every "
-        "row once, round 2 every row again, ...). Every cell is `median [min–max]` over the "
+        "row once, round 2 every row again, ...)"
+        + (", each sample timed in this process the device's time between two CUDA events"
+           if args.device == "cuda" else "") + ". Every cell is `median [min–max]` over the "
         "rounds; a ratio is a speed ratio (above 1: the row is faster), the median and range "
         "of the per-round ratios, each round's row divided by its denominator measured in the "
         "same round, and its column names the denominator: `fairseq transformer` is "
@@ -400,10 +448,10 @@ def render(results, rows, args, command):
         "same normaliser with `--attn-impl torch`. A normaliser's name alone is the default "
         "flags (no `--attn-impl`); `NAME [impl]` is `--attn-impl impl`.\n",
         f"Training: {args.batches} batches (forward + backward) per timed sample, built in "
-        "this process as fairseq-train builds them (two untimed steps each first)"
-        + (", CUDA-synchronised" if args.device == "cuda" else "") + "; "
+        "this process as fairseq-train builds them (two untimed steps each first); "
         + (measured_in_process(args, tokens) if args.in_process
            else measured_by_fairseq(args, updates, tokens))
+        + (launches_text(args) if args.device == "cuda" else "")
         + "Targets: our softmax not below fairseq's transformer beyond the spread; on a GPU "
         f"the default flags of every normaliser at least {GPU_TARGETS['train']} of our "
         f"softmax in training ({GPU_TRAIN_TARGET_ALPHA} for learned alpha) and "
@@ -432,7 +480,7 @@ def parse_args(argv):
         help="normalisers beside fairseq's transformer and our softmax")
     parser.add_argument("--attn-impls", help="explicit --attn-impl rows (default: torch, "
                                              "compiled, and triton on CUDA with Triton)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batches", type=int, default=8,
                         help="training batches per timed in-process sample")
     parser.add_argument("--max-tokens", type=int, help="tokens per training batch "
@@ -500,11 +548,13 @@ def run_model(data, model, rows, args, work):
     if args.in_process:
         words = {label: [1e3 * tokens / ms for ms in runs]
                  for label, runs in in_process_ms.items()}
-        speed, hypotheses = generate_in_process(data, model, rows, args, flags)
+        speed, hypotheses, launches = generate_in_process(data, model, rows, args, flags)
     else:
         checkpoint = work / f"{model}-softmax.pt"
         words = fairseq_train(data, model, rows, args, flags, work, checkpoint)
         speed, hypotheses = fairseq_generate(data, model, rows, args, checkpoint, work)
+        launches = (launches_in_process(data, model, rows, args, flags)
+                    if args.device == "cuda" else dict.fromkeys(speed))
     by_measure = {"train": ratios(in_process_ms, rows, True), "words": ratios(words, rows, False),
                   "generate": ratios(speed, rows, False)}
     same = sum(a == b for a, b in zip(hypotheses[FAIRSEQ], hypotheses[SOFTMAX]))
@@ -516,6 +566,7 @@ def run_model(data, model, rows, args, work):
             "train_ms_per_batch": in_process_ms[row.label],
             "words_per_second": words[row.label],
             "sentences_per_second": speed[row.label],
+            "kernel_launches_per_step": launches[row.label],
             "ratios": {m: by[row.label] for m, by in by_measure.items()},
             "targets": {m: judge(row, m, args.device, by_measure[m][row.label])
                         for m in ("train", "generate")}}

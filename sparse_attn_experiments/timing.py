@@ -6,7 +6,11 @@ the ratios between them (the only speed figures we report) stay meaningful.
 
 import statistics
 import time
-from typing import Callable, Dict, List
+from functools import partial
+from typing import Callable, Dict, List, Optional
+
+#: How a sample is timed: seconds per call of ``fn`` over ``inner`` back-to-back calls.
+Clock = Callable[[Callable[[], object], int], float]
 
 
 def time_per_call(fn: Callable[[], object], inner: int, sync: Callable[[], None]) -> float:
@@ -19,31 +23,69 @@ def time_per_call(fn: Callable[[], object], inner: int, sync: Callable[[], None]
     return (time.perf_counter() - start) / inner
 
 
+def cuda_time_per_call(fn: Callable[[], object], inner: int) -> float:
+    """Seconds per call of ``fn`` over ``inner`` back-to-back calls, by CUDA events: the
+    device's time from before the first call's work (the device idle) to after the
+    last's."""
+    import torch
+
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / inner
+
+
+def device_clock(device: str) -> Clock:
+    """How ``device``'s samples are timed: CUDA events on CUDA, ``perf_counter`` on the
+    CPU."""
+    return cuda_time_per_call if device == "cuda" else partial(time_per_call,
+                                                               sync=lambda: None)
+
+
 def interleaved_medians(calls: Dict[str, Callable[[], object]], rounds: int, sample_s: float = 0.0,
-                        sync: Callable[[], None] = lambda: None) -> Dict[str, float]:
+                        sync: Callable[[], None] = lambda: None,
+                        clock: Optional[Clock] = None) -> Dict[str, float]:
     """Median seconds per call of each of ``calls``, over ``rounds`` rounds in which
     they take turns (starting one later each round). Each sample repeats a call
-    enough times (at most 200) to last about ``sample_s`` seconds (once if 0)."""
-    samples = interleaved_samples(calls, rounds, sample_s, sync)
+    enough times (at most 200) to last about ``sample_s`` seconds (once if 0), timed by
+    ``clock`` (default: ``perf_counter`` with ``sync`` before and after)."""
+    samples = interleaved_samples(calls, rounds, sample_s, sync, clock)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def interleaved_samples(calls: Dict[str, Callable[[], object]], rounds: int,
-                        sample_s: float = 0.0,
-                        sync: Callable[[], None] = lambda: None) -> Dict[str, List[float]]:
+                        sample_s: float = 0.0, sync: Callable[[], None] = lambda: None,
+                        clock: Optional[Clock] = None) -> Dict[str, List[float]]:
     """Seconds per call of each of ``calls`` in each of ``rounds`` interleaved rounds
     (round ``r``'s sample is the ``r``-th of every list), as :func:`interleaved_medians`
     takes them: for spreads, and for ratios paired round by round."""
+    clock = clock or partial(time_per_call, sync=sync)
     names = list(calls)
     inner = dict.fromkeys(names, 1)
     for name in names if sample_s > 0 else ():
-        once = min(time_per_call(calls[name], 1, sync) for _ in range(2))
+        once = min(clock(calls[name], 1) for _ in range(2))
         inner[name] = max(1, min(200, round(sample_s / max(once, 1e-9))))
     samples = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            samples[name].append(time_per_call(calls[name], inner[name], sync))
+            samples[name].append(clock(calls[name], inner[name]))
     return samples
+
+
+def summary(values: List[float]) -> dict:
+    """Median, minimum and maximum of per-round ``values``, and the values (``rounds``)."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "rounds": list(values)}
+
+
+def spread(values: List[float], digits: int = 2) -> str:
+    """``median [min–max]`` of ``values``."""
+    return (f"{statistics.median(values):.{digits}f} "
+            f"[{min(values):.{digits}f}–{max(values):.{digits}f}]")
 
 
 def warmed_medians(calls: Dict[str, Callable[[], object]], mode: str, warmup: int, rounds: int,
@@ -129,3 +171,42 @@ def generation_seconds(task, model, sample, beam: int, length: int,
         generator.generate([model], sample)
     sync()
     return time.perf_counter() - start
+
+
+def prepare_for_inference(model, beam: int):
+    """``model`` prepared as fairseq-generate prepares it: ``prepare_for_inference_`` with
+    fairseq's default generation settings and ``beam`` (eval mode, and no attention
+    weights asked of cross-attention, as without ``--print-alignment``)."""
+    from fairseq.dataclass.configs import GenerationConfig
+    from omegaconf import OmegaConf
+
+    model.prepare_for_inference_(OmegaConf.create({"generation": GenerationConfig(beam=beam)}))
+    return model
+
+
+def forced_steps(length: int) -> int:
+    """Decoding steps of fairseq's beam search on a batch whose hypotheses are forced to
+    ``length`` tokens: one per token, and one that places EOS."""
+    return length + 1
+
+
+def kernel_launches(fn: Callable[[], object]) -> int:
+    """Kernels one call of ``fn`` runs on the CUDA device, as torch's profiler lists them
+    (:func:`count_kernels`)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return count_kernels(prof.events())
+
+
+def count_kernels(events) -> int:
+    """The kernels among profiler ``events``: those on a CUDA device, less copies and
+    fills (no kernel launched) and the device-side marks of annotated regions (left out
+    of torch's own device-time total too)."""
+    from torch.autograd import DeviceType
+
+    return sum(1 for e in events if e.device_type == DeviceType.CUDA
+               and not e.is_user_annotation and not e.name.startswith(("Memcpy", "Memset")))

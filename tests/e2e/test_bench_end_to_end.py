@@ -1,14 +1,20 @@
 """benchmarks/bench_end_to_end.py run as a user types it: every row and ratio is in its
 tables with its spread, fairseq's transformer starts from our softmax's weights and
 decodes its checkpoint to the same hypotheses; the verdicts say "meets" only where the
-whole range allows it. No timing is asserted."""
+whole range allows it; decoding in process runs on models prepared for inference as
+fairseq-generate prepares them; kernel launches per step are a GPU's figure, absent on
+the CPU. No timing is asserted."""
 
+import copy
 import json
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
+from fairseq.sequence_generator import SequenceGenerator
+from torch.autograd import DeviceType
 
 from helpers import REPO, fairseq_env, load_benchmark
 
@@ -70,6 +76,7 @@ def test_fairseq_transformer_has_our_softmax_weights_and_hypotheses(quick_run):
     for row in rows.values():
         assert len(row["train_ms_per_batch"]) == len(row["words_per_second"]) == 2
         assert all(v > 0 for v in row["sentences_per_second"])
+        assert row["kernel_launches_per_step"] is None  # the CPU launches no kernel
     # the copy fairseq's row decodes is fairseq's own class with our softmax's weights
     import torch
     from fairseq import checkpoint_utils
@@ -153,3 +160,96 @@ def test_a_run_stopped_in_a_later_model_keeps_the_tables_of_the_earlier_ones(tmp
     record = json.loads((tmp_path / "end_to_end.json").read_text())
     assert list(record["results"]) == ["demo"]
     assert "## demo model" in (tmp_path / "end_to_end.md").read_text()
+
+
+def test_rounds_are_seven_by_default_and_the_flag_still_sets_them(tmp_path):
+    bench = load_benchmark("bench_end_to_end")
+    assert bench.parse_args(["--out", str(tmp_path)]).rounds == 7
+    assert bench.parse_args(["--out", str(tmp_path), "--rounds", "3"]).rounds == 3
+
+
+@pytest.fixture(scope="module")
+def in_process_run(tmp_path_factory):
+    """A quick ``--in-process`` run with every model fairseq's beam search decodes
+    recorded: ``(bench, record, report, decoded models)``."""
+    bench = load_benchmark("bench_end_to_end")
+    out = tmp_path_factory.mktemp("in-process")
+    decoded = []
+    generate = SequenceGenerator.generate
+
+    def recording(self, models, sample, **kwargs):
+        decoded.extend(self.model.models)
+        return generate(self, models, sample, **kwargs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SequenceGenerator, "generate", recording)
+        bench.main(["--quick", "--in-process", "--models", "demo", "--attn-fns", "hard",
+                    "--attn-impls", "", "--threads", "1", "--out", out])
+    return (bench, json.loads((out / "end_to_end.json").read_text()),
+            (out / "end_to_end.md").read_text(), decoded)
+
+
+def test_in_process_decoding_runs_on_models_prepared_for_inference(in_process_run):
+    """As fairseq-generate's ``prepare_for_inference_`` leaves them: prepared once, and
+    cross-attention asked for no weights (no ``--print-alignment``)."""
+    _, record, _, decoded = in_process_run
+    assert len({id(model) for model in decoded}) == len(record["results"]["demo"]["rows"])
+    for model in decoded:
+        assert model._is_generation_fast
+        assert not any(layer.need_attn for layer in model.decoder.layers)
+
+
+def test_in_process_tables_give_every_ratio_its_spread_and_no_launches_on_the_cpu(
+        in_process_run):
+    _, record, report, _ = in_process_run
+    rows = record["results"]["demo"]["rows"]
+    for row in rows.values():
+        assert row["kernel_launches_per_step"] is None
+        for by_denominator in row["ratios"].values():
+            for stats in by_denominator.values():
+                assert stats is None or len(stats["rounds"]) == 2
+    for section in ("### demo model: training", "### demo model: generation"):
+        lines = [line.split(" | ") for line in report.split(section)[1].split("###")[0]
+                 .splitlines() if line.startswith("| ") and not line.startswith("|---")]
+        header, body = lines[0], lines[1:]
+        assert len(body) == 3 and all(len(cells) == len(header) for cells in body)
+        for cells in body:
+            assert all(re.fullmatch(RATIO, cell) for cell in cells[2:4]), cells
+    assert "kernel launches" not in report.lower()
+    assert "prepared as fairseq-generate prepares it (`prepare_for_inference_`)" in report
+
+
+def test_on_cuda_the_generation_table_gives_kernel_launches_per_step(in_process_run):
+    bench, record, _, _ = in_process_run
+    results = copy.deepcopy(record["results"])
+    for i, row in enumerate(results["demo"]["rows"].values()):
+        row["kernel_launches_per_step"] = 100.0 + i
+    args = bench.parse_args(["--out", "unused", "--quick", "--in-process", "--models", "demo",
+                             "--attn-fns", "hard", "--attn-impls", ""])
+    args.device = "cuda"
+    rows = bench.make_rows(args.names, args.impls)
+    report = bench.render(results, rows, args, "python benchmarks/bench_end_to_end.py")
+    generation = report.split("### demo model: generation")[1]
+    lines = [line.strip("| ").split(" | ") for line in generation.splitlines()
+             if line.startswith("| ") and not line.startswith("|---")]
+    column = lines[0].index("kernel launches per step")
+    assert {cells[0]: cells[column] for cells in lines[1:]} == {
+        label: f"{100 + i:.1f}" for i, label in enumerate(results["demo"]["rows"])}
+    assert "each sample timed in this process the device's time between two CUDA events" \
+        in report
+    assert "Kernel launches per step: the kernels torch's profiler lists" in report
+    assert "kernel launches" not in report.split("### demo model: training")[1].split(
+        "###")[0]
+
+
+def test_kernels_are_the_device_events_less_copies_fills_and_annotations():
+    from sparse_attn_experiments.timing import count_kernels
+
+    def event(name, device=DeviceType.CUDA, annotation=False):
+        return SimpleNamespace(name=name, device_type=device, is_user_annotation=annotation)
+    events = [event("void at::native::vectorized_elementwise_kernel<4>"),
+              event("triton_per_fused_softmax_0"),
+              event("Memcpy HtoD (Pageable -> Device)"), event("Memset (Device)"),
+              event("## forward ##", annotation=True),
+              event("aten::softmax", device=DeviceType.CPU),
+              event("cudaLaunchKernel", device=DeviceType.CPU)]
+    assert count_kernels(events) == 2
