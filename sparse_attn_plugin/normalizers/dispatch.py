@@ -79,12 +79,16 @@ class Implementations:
         name = self.eager_rule(scores) if self.eager_rule else next(iter(self.eager))
         return name, self.eager[name]
 
-    def __call__(self, impl: str, scores: Tensor, *args) -> Tensor:
-        name, kernel = self.pick(impl, scores)
+    def announce(self, impl: str, scores: Tensor, name: str) -> None:
+        """Log which kernel ``--attn-impl impl`` runs, once per implementation and device."""
         key = (impl, scores.device.type, name)
         if key not in self.announced:
             self.announced.add(key)
             logger.info("%s on %s with --attn-impl %s: %s", self.family, key[1], impl, name)
+
+    def __call__(self, impl: str, scores: Tensor, *args) -> Tensor:
+        name, kernel = self.pick(impl, scores)
+        self.announce(impl, scores, name)
         if impl != "auto" or kernel is not self.triton[1]:
             return kernel(scores, *args)
         try:

@@ -120,6 +120,7 @@ def step_by_sort(normalizer: Normalizer, implementations: Implementations, alpha
     wants_grad = scores.requires_grad and torch.is_grad_enabled()
     if wants_grad or implementations.pick(normalizer.impl, scores)[0] != "sort":
         return normalizer(scores)
+    implementations.announce(normalizer.impl, scores, "sort")
     return sorted_step(scores, alpha)
 
 

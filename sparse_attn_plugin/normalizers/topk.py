@@ -128,6 +128,8 @@ class TopK(Normalizer):
         if resolve(self.impl, scores) != "torch":
             return self(scores)
         if (self.training or not self.train_only) and self.k < scores.size(-1):
+            kernels = _topk(self.k)
+            kernels.announce(self.impl, scores, next(iter(kernels.eager)))
             scores = keep_top(scores, self.k)
         return softmax_step(scores)
 

@@ -1,7 +1,8 @@
 """The default ``--attn-impl`` in a whole decode of more than 1,000 normaliser calls, in
 process and through ``fairseq-generate`` as a user types it: nothing compiles, nothing is
-timed (every call runs exactly one kernel), and the kernel is the one the rule names, the
-same from the first batch to the last, so that the decode is the eager one, hypothesis for
+timed (every call runs exactly one kernel), and the kernel is the one the rule names (a
+decoding step's lean one, ``step_weights``, counted as the kernel it trims), the same from
+the first batch to the last, so that the decode is the eager one, hypothesis for
 hypothesis. (The old default timed candidates on each new kind of scores and let compiled
 ones join after 600 calls, in the middle of a decode.)"""
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from sparse_attn_plugin.normalizers import dispatch, entmax_newton, topk
+from sparse_attn_plugin.normalizers import dispatch, entmax_family, entmax_newton, topk
 from sparse_attn_plugin.normalizers.dispatch import NEWTON_FROM
 from sparse_attn_plugin.normalizers.entmax_family import ENTMAX15, SPARSEMAX, _entmax_alpha
 from sparse_attn_plugin.normalizers.topk import _topk
@@ -75,6 +76,21 @@ def watched(monkeypatch):
         return call(self, impl, scores, *args)
 
     monkeypatch.setattr(dispatch.Implementations, "__call__", recorded_call)
+
+    def recorded_step(module, name, family_of, kernel):
+        """A decoding step's lean kernel (``step_weights``): a call and its run."""
+        step = getattr(module, name)
+
+        def run(scores, *args):
+            family = family_of(*args)
+            calls.append((family, "auto", scores.numel()))
+            runs.append((family, kernel))
+            return step(scores, *args)
+        monkeypatch.setattr(module, name, run)
+
+    recorded_step(entmax_family, "sorted_step",
+                  lambda alpha: "sparsemax" if alpha == 2.0 else "1.5-entmax", "sort")
+    recorded_step(topk, "softmax_step", lambda: "top-k", "topk kernel")
     for kernels in (SPARSEMAX, ENTMAX15, _entmax_alpha(30), _topk(3)):
         def counted(name, fn, family=kernels.family):
             return lambda *args: runs.append((family, name)) or fn(*args)
