@@ -11,21 +11,26 @@ Three measurements, all on decoding, where the paper claims its speed-up:
    cross-attention values of a decode computed up front (fairseq) against
    projecting only the picked encoder rows at every step.
 3. Beam-4 generation sentences/s of one model decoded four ways (Table 3:
-   softmax, hard cross-attention, hard cross + self, hard everywhere); every
+   softmax, hard cross-attention, hard cross + self, hard everywhere), the model
+   prepared as fairseq-generate prepares it (``prepare_for_inference_``); every
    hypothesis is forced to the same length, so each does the same work. The share
    of decoding time spent in the attention normalise + weighted sum is measured
    too, which bounds the possible speed-up (Amdahl).
 
-On CUDA (the default where a GPU is visible) every timing is synchronised with the
-device, and so is every call of the normalise + attend counted in that share, so that
-the share is GPU time; the decode is profiled for self CPU and self CUDA time.
-``--fp16`` makes the models and the operations' tensors half precision.
+Each measurement runs in interleaved rounds (``--rounds``, 7 by default, for generation;
+``--op-rounds`` for the operations), and every ratio is the median of its per-round ratios
+with their minimum and maximum. On CUDA (the default where a GPU is visible) a timed sample
+is the device's time between two CUDA events; every call of the normalise + attend counted
+in that share is synchronised before and after, so that the share is GPU time; the decode
+is profiled for self CPU and self CUDA time, and each decoding's kernel launches per step
+are counted. ``--fp16`` makes the models and the operations' tensors half precision.
 
     python benchmarks/bench_hard_attention.py --out results/bench [--models base,small]
         [--device cuda --fp16]
 """
 
 import shlex
+import statistics
 import sys
 import tempfile
 import time
@@ -40,9 +45,15 @@ from sparse_attn_experiments.pipeline import PLUGIN_DIR
 from sparse_attn_experiments.provenance import provenance_header
 from sparse_attn_experiments.timing import (
     decode_batches,
+    device_clock,
     device_sync,
+    forced_steps,
     generation_seconds,
-    interleaved_medians,
+    interleaved_samples,
+    kernel_launches,
+    prepare_for_inference,
+    spread,
+    summary,
 )
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
@@ -84,7 +95,7 @@ PROFILED = ("softmax", "hard cross + self")
 
 def build_models(data, model, seed, device="cpu", fp16=False):
     """The model decoded in every configuration: one set of random weights, on
-    ``device`` (half precision with ``fp16``)."""
+    ``device`` (half precision with ``fp16``), prepared as fairseq-generate prepares it."""
     built = {}
     for name, sites in CONFIGS.items():
         flags = [f"--{k.replace('_', '-')}={v}" for k, v in sites.items()]
@@ -101,6 +112,7 @@ def build_models(data, model, seed, device="cpu", fp16=False):
         network.to(device)
         if fp16:
             network.half()
+        prepare_for_inference(network, BEAM)
     return task, built
 
 
@@ -150,7 +162,17 @@ def attention_op_calls(batch, kv_batch, heads, keys, dim, gen, dtype):
     }
 
 
+def medians_and_ratio(samples, numerator, denominator):
+    """Median seconds per call of each of ``samples`` (per round), and the per-round
+    ratios ``numerator / denominator`` summarised."""
+    return {"median_s": {name: statistics.median(s) for name, s in samples.items()},
+            "ratio": summary([n / d for n, d in zip(samples[numerator],
+                                                    samples[denominator])])}
+
+
 def bench_attention_op(model, args, gen):
+    """Per site: each call's median seconds, and the softmax op's time over the hard
+    op's per round."""
     heads, dim, _ = model_dims(model)
     batch, kv_batch = args.batch_size * BEAM, args.batch_size
     shapes = {"decoder self, step 13": (batch, batch, 13), "decoder cross, 30 keys":
@@ -159,8 +181,9 @@ def bench_attention_op(model, args, gen):
     with torch.inference_mode():
         for label, (b, kv, keys) in shapes.items():
             calls = attention_op_calls(b, kv, heads, keys, dim, gen, args.dtype)
-            results[label] = interleaved_medians(calls, args.op_rounds, sample_s=0.01,
-                                                 sync=args.sync)
+            samples = interleaved_samples(calls, args.op_rounds, sample_s=0.01,
+                                          clock=args.clock)
+            results[label] = medians_and_ratio(samples, "softmax total", "hard total")
     return results
 
 
@@ -168,7 +191,8 @@ def bench_attention_op(model, args, gen):
 
 def bench_values_on_demand(model, args, gen):
     """Seconds for the cross-attention values of one batch over a whole decode:
-    projected once for all keys, or per step for the keys the heads pick."""
+    projected once for all keys, or per step for the keys the heads pick (medians), and
+    the second's time over the first's per round."""
     heads, dim, embed = model_dims(model)
     kv_batch, keys, steps = args.batch_size, 30, args.length
     batch = kv_batch * BEAM
@@ -186,8 +210,9 @@ def bench_values_on_demand(model, args, gen):
             rows = encoder[picks[step], sentence[:, None]]        # (B, H, embed)
             torch.einsum("bhe,hde->bhd", rows, per_head)
     with torch.inference_mode():
-        return interleaved_medians({"up front": up_front, "on demand": on_demand},
-                                   args.op_rounds, sample_s=0.01, sync=args.sync)
+        samples = interleaved_samples({"up front": up_front, "on demand": on_demand},
+                                      args.op_rounds, sample_s=0.01, clock=args.clock)
+    return medians_and_ratio(samples, "on demand", "up front")
 
 
 # --- 3. generation -------------------------------------------------------------------------
@@ -255,22 +280,37 @@ def ranking(events, self_time, top):
 
 
 def bench_generation(task, models, batches, args):
+    """Per decoding, in each round: seconds and sentences/s of a decode of ``batches``,
+    and the share of an instrumented decode's time spent in normalise + attend; its
+    speed ratio to softmax and the ratio predicted were that time the only change, per
+    round; on CUDA its kernel launches per decoding step (None on the CPU)."""
     def decode(name):
         return sum(generate_seconds(task, models[name], b, args.length, args.sync)
                    for b in batches)
 
     for name in models:  # warm-up
         generate_seconds(task, models[name], batches[0], 3, args.sync)
-    seconds = interleaved_medians({name: (lambda n=name: decode(n)) for name in models},
-                                  args.rounds, sample_s=0.0, sync=args.sync)
+    seconds = interleaved_samples({name: (lambda n=name: decode(n)) for name in models},
+                                  args.rounds, clock=args.clock)
+    steps = len(batches) * forced_steps(args.length)
+    launches = {name: kernel_launches(lambda n=name: decode(n)) / steps
+                if args.device == "cuda" else None for name in models}
     spent = attend_seconds(models, args.sync)
-    shares = {}
-    for name in models:
-        total = decode(name)
-        shares[name] = spent[name][0] / total
+    shares = {name: [] for name in models}
+    for _ in range(args.rounds):  # a share is a ratio within one decode: no turns needed
+        for name in models:
+            spent[name][0] = 0.0
+            total = decode(name)
+            shares[name].append(spent[name][0] / total)
     sentences = sum(b["nsentences"] for b in batches)
-    return {name: {"sentences_per_second": sentences / s, "seconds": s,
-                   "attend_share": shares[name]} for name, s in seconds.items()}
+    soft, soft_share = seconds["softmax"], shares["softmax"]
+    return {name: {
+        "seconds": s, "sentences_per_second": [sentences / x for x in s],
+        "attend_share": shares[name],
+        "ratio": summary([b / x for b, x in zip(soft, s)]),
+        "predicted": summary([b / (b * (1 - bs) + x * xs) for b, bs, x, xs in
+                              zip(soft, soft_share, s, shares[name])]),
+        "kernel_launches_per_step": launches[name]} for name, s in seconds.items()}
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -280,49 +320,51 @@ def render(results, args, command):
              f"{provenance_header(command)}\n"
              f"Device `{args.device_name}`, {args.precision}. "
              f"Beam {BEAM}, batches of {args.batch_size} sentences ({args.sentences} in all), "
-             f"every hypothesis forced to {args.length} tokens; medians of {args.rounds} "
-             "interleaved rounds (generation) and of "
-             f"{args.op_rounds} (operations). Randomly initialised weights: decoding cost "
-             "does not depend on what a model has learnt once lengths are fixed. "
-             + comparison_text(args.device)]
+             f"every hypothesis forced to {args.length} tokens; {args.rounds} interleaved "
+             f"rounds (generation) and {args.op_rounds} (operations): sentences/s and "
+             "every ratio are `median [min–max]` over the rounds (a ratio's per round, "
+             "each round's row against its denominator measured in the same round), an "
+             "operation's time and a share of time their medians. Randomly initialised "
+             "weights: decoding cost does not depend on what a model has learnt once "
+             "lengths are fixed. " + comparison_text(args.device)]
     for model, res in results.items():
         gen = res["generation"]
-        soft = gen["softmax"]
         rows = []
         for name, r in gen.items():
-            predicted = soft["seconds"] / (soft["seconds"] * (1 - soft["attend_share"])
-                                           + r["seconds"] * r["attend_share"])
-            ratio = r["sentences_per_second"] / soft["sentences_per_second"]
             verdict = ""
             if name in TARGETS and args.device == "cpu":
-                verdict = (f" (target {TARGETS[name]:g} "
-                           f"{'met' if ratio >= TARGETS[name] else 'missed'})")
-            rows.append([name, f"{r['sentences_per_second']:.1f}", f"{ratio:.2f}{verdict}",
-                         f"{100 * r['attend_share']:.1f}%", f"{predicted:.2f}",
-                         f"{PAPER[name]:.2f}"])
+                met = r["ratio"]["median"] >= TARGETS[name]
+                verdict = f" (target {TARGETS[name]:g} {'met' if met else 'missed'})"
+            rows.append([name, spread(r["sentences_per_second"], 1),
+                         spread(r["ratio"]["rounds"]) + verdict,
+                         f"{100 * statistics.median(r['attend_share']):.1f}%",
+                         spread(r["predicted"]["rounds"]), f"{PAPER[name]:.2f}",
+                         *([f"{r['kernel_launches_per_step']:.1f}"]
+                           if args.device == "cuda" else [])])
         parts.append(f"## {model} model: generation\n\n" + markdown_table(
             ["decoding", "sentences/s", "÷ softmax", "time in normalise + attend",
-             "÷ softmax if only that time changed", "paper (GPU)"], rows))
+             "÷ softmax if only that time changed", "paper (GPU)",
+             *(["kernel launches per step"] if args.device == "cuda" else [])], rows))
+        share = statistics.median(gen["softmax"]["attend_share"])
         parts.append(
-            f"Softmax decoding spends {100 * soft['attend_share']:.1f}% of its time normalising "
+            f"Softmax decoding spends {100 * share:.1f}% of its time normalising "
             "scores and summing values, so even free attention could make it at most "
-            f"{1 / (1 - soft['attend_share']):.2f}x faster here. Where the time goes, by "
+            f"{1 / (1 - share):.2f}x faster here. Where the time goes, by "
             "share of self CPU time in one decoded batch:\n")
         parts += profile_tables(res["profile"])
         op_rows = []
         for label, calls in res["attention_op"].items():
-            op_rows.append([label, *(f"{1e6 * calls[c]:.0f}" for c in (
+            op_rows.append([label, *(f"{1e6 * calls['median_s'][c]:.0f}" for c in (
                 "compare", "softmax normalise", "softmax attend (weighted sum)", "hard argmax",
-                "hard index (gather)")),
-                f"{calls['softmax total'] / calls['hard total']:.2f}"])
+                "hard index (gather)")), spread(calls["ratio"]["rounds"])])
         parts.append(f"### {model} model: one decoding step's attention (µs per call)\n\n"
                      + markdown_table(["site", "compare", "softmax", "weighted sum", "argmax",
                                        "gather", "softmax op ÷ hard op"], op_rows))
-        demand = res["values_on_demand"]
+        demand = res["values_on_demand"]["ratio"]["rounds"]
         parts.append(
             f"### {model} model: cross-attention values for picked keys only\n\n"
             f"Projecting only the encoder rows the heads pick, at each of {args.length} "
-            f"steps, takes {demand['on demand'] / demand['up front']:.1f}x the time of "
+            f"steps, takes {spread(demand, 1)}x the time of "
             "projecting all 30 keys once per sentence as fairseq does (beam "
             f"{BEAM}, {model_dims_text(res)}): with beam search every source word is "
             "picked many times over, so this saving does not pay and is not used.\n")
@@ -334,13 +376,16 @@ def comparison_text(device):
     if device == "cpu":
         return ("The paper's figures are GPU decoding speed-ups (Xu et al. 2021, Tables "
                 "2-3); the targets here are a CPU's: hard cross and hard cross + self at "
-                "least as fast as softmax at every model size.\n")
+                "least as fast as softmax at every model size (median ratio).\n")
     return ("The paper's figures are GPU decoding speed-ups (Xu et al. 2021, Tables 2-3), "
             "the comparison for this GPU run; the CPU targets (hard cross and hard cross + "
-            "self at least as fast as softmax) are not judged here. Every timing waits for "
-            "the GPU (CUDA-synchronised), and each normalise + attend call counted in the "
-            "time in normalise + attend is synchronised before and after, so that share is "
-            "GPU time, not the time to launch its kernels.\n")
+            "self at least as fast as softmax) are not judged here. Every timed sample is "
+            "the GPU's time between two CUDA events, and each normalise + attend call "
+            "counted in the time in normalise + attend (a decode of its own) is "
+            "synchronised before and after, so that share is GPU time, not the time to "
+            "launch its kernels. Kernel launches per step: the kernels torch's profiler "
+            "lists on the device over one more decode of every batch, the encoder's "
+            "included, divided by its decoding steps (each batch's tokens and EOS).\n")
 
 
 def profile_tables(profiles):
@@ -367,7 +412,7 @@ def model_dims_text(res):
 
 
 def parse_args(argv):
-    """The settings, with the device's ``sync``, ``dtype``, ``device_name`` and
+    """The settings, with the device's ``sync``, ``clock``, ``dtype``, ``device_name`` and
     ``precision`` added."""
     cuda = torch.cuda.is_available()
     parser = CommandParser(description=__doc__.split("\n\n")[0],
@@ -380,7 +425,7 @@ def parse_args(argv):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--length", type=int, default=30, help="generated tokens per sentence")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--op-rounds", type=int, default=15)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
@@ -396,6 +441,7 @@ def parse_args(argv):
         parser.error("--fp16 needs --device cuda")
     args.model_list = models
     args.sync = device_sync(args.device)
+    args.clock = device_clock(args.device)
     args.dtype = torch.float16 if args.fp16 else torch.float32
     args.device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     args.precision = "float16" if args.fp16 else "float32"
