@@ -6,7 +6,7 @@ the others their results. ``--rehearse`` runs the same parts on the CPU at tiny 
 
     make gpu-report TORCH=system PYTHON=python3 WHEELS=.gpu/wheels WITHOUT="meteor lint hf" \\
         PUBLISH=results                        # on the GPU machine: results/gpu/
-    python benchmarks/gpu_report.py run --out DIR [--rehearse] [--budget-s 420]
+    python benchmarks/gpu_report.py run --out DIR [--rehearse] [--budget-s 490]
     python benchmarks/gpu_report.py pack --wheels DIR --to .gpu/wheels   # what travels
     python benchmarks/gpu_report.py render --out DIR      # its README again from its files
 """
@@ -50,9 +50,9 @@ class Part:
     title: str
 
 
-def pytest_tier(test_file: str) -> Callable[[Path, bool], List[str]]:
+def pytest_tier(*test_files: str) -> Callable[[Path, bool], List[str]]:
     def command(folder: Path, rehearse: bool) -> List[str]:
-        return [sys.executable, "-m", "pytest", f"tests/gpu/{test_file}", "-q", "-p",
+        return [sys.executable, "-m", "pytest", *(f"tests/gpu/{f}" for f in test_files), "-q", "-p",
                 "no:cacheprovider", "-n", "1" if rehearse else str(WORKERS), "--dist",
                 "loadgroup", f"--junitxml={folder / 'junit.xml'}"]
     return command
@@ -60,7 +60,7 @@ def pytest_tier(test_file: str) -> Callable[[Path, bool], List[str]]:
 
 def end_to_end(folder: Path, rehearse: bool) -> List[str]:
     sizes = (["--device", "cpu", "--quick", "--models", "demo"] if rehearse
-             else ["--device", "cuda", "--fp16", "--models", "demo,iwslt", "--rounds", "3"])
+             else ["--device", "cuda", "--fp16", "--models", "demo,iwslt", "--rounds", "7"])
     return [sys.executable, "benchmarks/bench_end_to_end.py", "--out", str(folder),
             "--attn-impls", "", "--in-process", *sizes]
 
@@ -69,17 +69,25 @@ def hard_attention(folder: Path, rehearse: bool) -> List[str]:
     sizes = (["--device", "cpu", "--models", "small", "--sentences", "8", "--batch-size", "4",
               "--length", "3", "--rounds", "1", "--op-rounds", "1"] if rehearse
              else ["--device", "cuda", "--fp16", "--models", "base", "--sentences", "256",
-                   "--batch-size", "128", "--length", "30", "--rounds", "3", "--op-rounds", "3"])
+                   "--batch-size", "128", "--length", "30", "--rounds", "7", "--op-rounds", "3"])
     return [sys.executable, "benchmarks/bench_hard_attention.py", "--out", str(folder), *sizes]
+
+
+def decode_ops(folder: Path, rehearse: bool) -> List[str]:
+    sizes = ["--device", "cpu", "--models", "demo"] if rehearse else ["--device", "cuda"]
+    return [sys.executable, "benchmarks/bench_decode_ops.py", "--out", str(folder), *sizes]
 
 
 #: The parts in the order they run; the last one gets what is left of the total budget.
 PARTS = (
-    Part("kernels", 120, pytest_tier("test_gpu_kernels.py"),
-         "GPU tier: Triton and compiled kernels against the eager path"),
-    Part("end_to_end", 130, end_to_end,
+    Part("kernels", 120, pytest_tier("test_gpu_kernels.py", "test_gpu_decode_sync.py",
+                                     "test_gpu_timing.py"),
+         "GPU tier: Triton and compiled kernels against the eager path, no sync in a step"),
+    Part("decode_ops", 40, decode_ops,
+         "Operations and kernel launches per decoding step, every normaliser"),
+    Part("end_to_end", 150, end_to_end,
          "End to end: every normaliser against our softmax and fairseq's transformer"),
-    Part("hard_attention", 70, hard_attention,
+    Part("hard_attention", 80, hard_attention,
          "Hard retrieval decoding at the WMT base size (Xu et al. 2021)"),
     Part("fairseq", 100, pytest_tier("test_gpu_fairseq.py"),
          "GPU tier: fairseq-train --fp16 and fairseq-generate for every kind of attention"),
@@ -293,7 +301,7 @@ def main(argv=None):
     running.add_argument("--out", type=Path, required=True)
     running.add_argument("--rehearse", action="store_true",
                          help="the same parts on the CPU at tiny sizes (CI)")
-    running.add_argument("--budget-s", type=float, default=420,
+    running.add_argument("--budget-s", type=float, default=490,
                          help="seconds for all parts together")
     running.add_argument("--commit", help="the commit whose files run, where the checkout's "
                          "git metadata is not (a working tree copied to the GPU machine)")

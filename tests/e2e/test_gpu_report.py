@@ -12,7 +12,7 @@ import pytest
 
 from helpers import REPO, fairseq_env, load_benchmark
 
-PARTS = ("kernels", "end_to_end", "hard_attention", "fairseq")
+PARTS = ("kernels", "decode_ops", "end_to_end", "hard_attention", "fairseq")
 
 
 def gpu_report(*args):
@@ -49,8 +49,9 @@ def test_the_rehearsal_runs_every_part_into_one_report(rehearsal):
         assert tests["tests"] > 0 and tests["skipped"] == tests["tests"], tests
         assert tests["skip_reasons"] == [
             "no CUDA device: the GPU tier (make test-gpu) runs on a machine with one"]
-    assert "| kernels | GPU tier: Triton and compiled kernels against the eager path | " \
-           "skipped |" in readme
+    assert "| kernels | GPU tier: Triton and compiled kernels against the eager path, no sync " \
+           "in a step | skipped |" in readme
+    assert (out / "decode_ops" / "decode_ops.md").exists()
 
 
 @pytest.mark.slow
@@ -106,7 +107,7 @@ def test_pack_keeps_every_wheel_but_the_large_ones_the_image_has(tmp_path):
     (["run", "--out", "{tmp}/out"], "no CUDA device is visible"),
     (["render", "--out", "{tmp}/out"], "gpu_report.py: error: render: no report.json in"),
     (["run", "--out", "{tmp}/out", "--rehearse", "--part-budget", "nosuch=3"],
-     "NAME=SECONDS, NAME one of kernels, end_to_end, hard_attention, fairseq"),
+     "NAME=SECONDS, NAME one of kernels, decode_ops, end_to_end, hard_attention, fairseq"),
 ])
 def test_bad_input_gets_one_line_and_writes_nothing(tmp_path, args, message):
     done = gpu_report(*(a.format(tmp=tmp_path) for a in args))
@@ -130,7 +131,7 @@ def test_render_writes_the_readme_again_from_the_report_and_junit_files(rehearsa
 def test_commit_names_the_files_that_ran_where_git_metadata_cannot(tmp_path):
     out = tmp_path / "gpu"
     done = gpu_report("run", "--out", out, "--rehearse", "--commit", "6a5a337",
-                      "--part-budget", "kernels=1,end_to_end=1,hard_attention=1,fairseq=1")
+                      "--part-budget", "kernels=1,decode_ops=1,end_to_end=1,hard_attention=1,fairseq=1")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((out / "report.json").read_text())["environment"]["commit"] == "6a5a337"
     assert "- commit: `6a5a337`" in (out / "README.md").read_text()
