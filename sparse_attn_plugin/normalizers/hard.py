@@ -8,7 +8,8 @@ with a straight-through backward pass::
     inference:  i = argmax_j s_j,                                out = V[i]
     backward:   dP = dOut V^T,   dV[k] = sum of dOut[j] over the queries j with i_j = k
 
-Masked keys are never sampled nor picked; docs/methods.md, "Hard retrieval".
+Masked keys are never sampled nor picked; in evaluation a row with a NaN or ``+inf`` score
+gives NaN, as softmax attention does, not a value; docs/methods.md, "Hard retrieval".
 """
 
 from typing import Callable, Optional, Tuple
@@ -101,17 +102,18 @@ class HardRetrieval(Normalizer):
         need_weights: bool = True,
         rows_nonempty: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
+        invalid = None
         if self.training:
             out, index, empty = self._sample_and_retrieve(scores, values, dropout)
-        elif rows_nonempty:
-            index, empty = scores.argmax(dim=-1), None
-            out = gather_values(values, index)
         else:
             best, index = scores.max(dim=-1)
-            out = gather_values(values, index)
-            empty = torch.isneginf(best)
-        if not self.training and self._forward_hooks:
-            self(scores)  # observers (analysis) read the weights from forward()
+            # NaN where the row's maximum is a NaN or +inf (and on empty rows, filled below),
+            # 0 elsewhere: such a row gives NaN, as softmax's would, not a value
+            invalid = (best - best).unsqueeze(-1)
+            out = gather_values(values, index).add_(invalid)
+            empty = None if rows_nonempty else torch.isneginf(best)
+            if self._forward_hooks:  # observers (analysis) read the weights from forward()
+                self(scores)
         # As in the base class: the empty-row fill is skipped on the CPU when none exists.
         if empty is not None and not (scores.is_cuda or bool(empty.any())):
             empty = None
@@ -120,6 +122,8 @@ class HardRetrieval(Normalizer):
         if not need_weights:
             return out, None
         weights = one_hot(index, scores.size(-1), at_least_float32_dtype(scores))
+        if invalid is not None:
+            weights.add_(invalid)
         return out, weights if empty is None else weights.masked_fill(empty.unsqueeze(-1), 0.0)
 
     @staticmethod

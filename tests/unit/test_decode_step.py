@@ -82,11 +82,11 @@ def test_sparsemax_tau_as_the_largest_partial_threshold_is_the_supports():
 def test_hard_retrieval_step_gathers_what_the_general_path_gathers():
     hard = HardRetrieval().eval()
     scores = step_scores(torch.float32)
-    scores[2, 0, 4] = 0.0  # hard retrieval on NaN is the general path's business
     values = torch.randn(scores.size(0), scores.size(-1), 5)
     lean, lean_weights = hard.attend(scores, values, rows_nonempty=True)
     general, weights = hard.attend(scores, values)
-    assert torch.equal(lean, general) and torch.equal(lean_weights, weights)
+    torch.testing.assert_close(lean, general, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(lean_weights, weights, rtol=0, atol=0, equal_nan=True)
 
 
 def test_gather_values_shares_a_sources_values_without_copying_them():
@@ -110,7 +110,7 @@ class Ops(TorchDispatchMode):
 
 @pytest.mark.parametrize("make, most", [
     (Softmax, 3),                       # softmax, type_as, matmul: fairseq's three
-    (HardRetrieval, 4),                 # argmax, unsqueeze, expand, gather
+    (HardRetrieval, 7),                 # max, unsqueeze, expand, gather; NaN rows: 3
     (lambda: TopK(k=3), 7),             # topk, amin, lt, masked_fill, softmax, ...
     (Sparsemax, 12),                    # the sort and tau = max_k (c_k - 1) / k
 ])
@@ -123,3 +123,22 @@ def test_what_an_attention_call_of_a_step_dispatches(make, most):
     assert len(ops.names) <= most, ops.names
     # no empty-row check, and nothing that reads a result back (a GPU would wait for it)
     assert not {"aten.any", "aten.is_nonzero", "aten.isneginf"} & set(ops.names), ops.names
+
+
+@pytest.mark.parametrize("rows_nonempty", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_hard_retrieval_gives_nan_not_a_value_for_a_nan_or_inf_row(rows_nonempty, dtype):
+    """A NaN or ``+inf`` score makes its row's output and weights NaN, as softmax's; the
+    other rows keep the values they retrieve, in the values' dtype."""
+    hard = HardRetrieval().eval()
+    scores = step_scores(dtype)                        # row 2 has a NaN, row 5 a +inf
+    values = torch.randn(scores.size(0), scores.size(-1), 5).to(dtype)
+    out, weights = hard.attend(scores, values, rows_nonempty=rows_nonempty)
+    assert out.dtype == dtype and weights.dtype == torch.float32
+    for row in (2, 5):
+        assert out[row].isnan().all() and weights[row].isnan().all()
+    finite = [r for r in range(scores.size(0)) if r not in (2, 5)]
+    expected = values[finite].gather(1, scores[finite].argmax(-1, keepdim=True)
+                                     .expand(-1, -1, 5))
+    assert torch.equal(out[finite], expected)
+    assert torch.equal(weights[finite].sum(-1), torch.ones(len(finite), 1))
