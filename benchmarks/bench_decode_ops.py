@@ -17,7 +17,6 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Dict, List, Optional
 
 import torch
@@ -25,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from sparse_attn_data.synthetic import binarize, write_corpus
 from sparse_attn_experiments.provenance import git_commit, provenance_header
+from sparse_attn_experiments.timing import forced_steps, kernel_launches, prepare_for_inference
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES
@@ -71,14 +71,10 @@ def build_generators(data: Path, model: str, device: str):
     rows = make_rows(names, [])
     built, _, task = in_process(data, MODELS[model][0], {r.label: row_flags(r, model)
                                                         for r in rows}, 0, device)
-    generation = SimpleNamespace(generation=SimpleNamespace(beam=BEAM, no_beamable_mm=False,
-                                                            print_alignment=False))
-    generators = {}
-    for label, (network, _) in built.items():
-        network.eval().prepare_for_inference_(generation)
-        generators[label] = SequenceGenerator([network], task.target_dictionary,
-                                              beam_size=BEAM, min_len=LENGTH, max_len_a=0,
-                                              max_len_b=LENGTH)
+    generators = {label: SequenceGenerator([prepare_for_inference(network, BEAM)],
+                                           task.target_dictionary, beam_size=BEAM,
+                                           min_len=LENGTH, max_len_a=0, max_len_b=LENGTH)
+                  for label, (network, _) in built.items()}
     task.load_dataset("test")
     dataset = task.dataset("test")
     batch = dataset.collater([dataset[i] for i in range(BATCH)])
@@ -95,20 +91,15 @@ def count_step(generator, batch) -> Dict[str, float]:
         generator.generate(None, batch)
         with OpCounter() as counter:
             generator.generate(None, batch)
-    steps = LENGTH + 1
+    steps = forced_steps(LENGTH)
     per_step = {name: n / steps for name, n in counter.ops.most_common()}
     return {"total": sum(counter.ops.values()) / steps, "ops": per_step}
 
 
-def launches_per_step(generator, batch) -> Optional[float]:
-    """CUDA kernels launched per step of one ``generate``, from the profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with torch.inference_mode(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-        generator.generate(None, batch)
-        torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return len(kernels) / (LENGTH + 1)
+def launches_per_step(generator, batch) -> float:
+    """CUDA kernels launched per step of one ``generate`` (:func:`.timing.kernel_launches`)."""
+    with torch.inference_mode():
+        return kernel_launches(lambda: generator.generate(None, batch)) / forced_steps(LENGTH)
 
 
 def measure(data: Path, model: str, device: str) -> Dict[str, dict]:
@@ -127,8 +118,8 @@ def measure(data: Path, model: str, device: str) -> Dict[str, dict]:
 def render(results: Dict[str, Dict[str, dict]], command: str, device: str) -> str:
     lines = [f"# Operations per decoding step ({device})", "", provenance_header(command),
              f"Aten operations dispatched by fairseq's SequenceGenerator per step (batch "
-             f"{BATCH}, beam {BEAM}, {LENGTH} tokens forced, so {LENGTH + 1} steps; encoder "
-             "and search included), counted by a TorchDispatchMode: the same on every run. "
+             f"{BATCH}, beam {BEAM}, {LENGTH} tokens forced, so {forced_steps(LENGTH)} steps; "
+             "encoder and search included), counted by a TorchDispatchMode: the same on every run. "
              "Default flags; models prepared by `prepare_for_inference_` as fairseq-generate "
              "does. Ratios: our softmax over fairseq's transformer, every other row over our "
              "softmax; targets from issue 52.", ""]
@@ -156,6 +147,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         parser.error(f"--models: unknown {unknown[0]!r}; choose from {', '.join(MODELS)}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: not a folder")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as work:
         raw, data = Path(work) / "raw", Path(work) / "bin"

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from helpers import REPO, fairseq_env, load_benchmark
 
@@ -65,9 +66,23 @@ def test_sparsemax_meets_its_target_at_the_demo_size_and_not_yet_at_iwslt(record
     assert ratio(record, "demo", "sparsemax") <= 1.30 < ratio(record, "iwslt", "sparsemax")
 
 
-def test_an_unknown_model_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize("flags, says", [
+    (["--models", "nope"], "unknown 'nope'"),
+    pytest.param(["--device", "cuda"], "no CUDA device here", marks=pytest.mark.skipif(
+        torch.cuda.is_available(), reason="a CUDA device is here")),
+])
+def test_bad_input_is_refused_in_one_line(tmp_path, flags, says):
     done = subprocess.run([sys.executable, "benchmarks/bench_decode_ops.py", "--out",
-                           str(tmp_path), "--models", "nope"], cwd=REPO, env=fairseq_env(),
+                           str(tmp_path), *flags], cwd=REPO, env=fairseq_env(),
                           capture_output=True, text=True)
-    assert done.returncode == 1 and "unknown 'nope'" in done.stderr
+    assert done.returncode == 1 and says in done.stderr
     assert done.stderr.count("\n") == 1 and not list(tmp_path.iterdir())
+
+
+def test_an_out_that_is_a_file_is_refused_and_kept(tmp_path):
+    out = tmp_path / "taken"
+    out.write_text("mine\n")
+    done = subprocess.run([sys.executable, "benchmarks/bench_decode_ops.py", "--out", str(out)],
+                          cwd=REPO, env=fairseq_env(), capture_output=True, text=True)
+    assert done.returncode == 1 and "not a folder" in done.stderr
+    assert done.stderr.count("\n") == 1 and out.read_text() == "mine\n"
