@@ -3,10 +3,10 @@
 
 Same names, signatures and defaults; what differs is documented in docs/library.md ("From
 the entmax package"): every function is exact (the ``*_bisect`` ones solve their threshold
-by safeguarded Newton steps, not ``n_iter`` halvings), so ``n_iter``, ``k`` and
-``ensure_sum_one`` are accepted and checked but change no result (``k`` is a speed hint in
-entmax too); a NaN or ``+inf`` row gives NaN weights (entmax: an IndexError or plausible
-numbers); weights come back in the scores' dtype, as entmax's do.
+by safeguarded Newton steps, not ``n_iter`` halvings), so ``n_iter`` and ``ensure_sum_one``
+are accepted and checked but change no result, and ``k`` is the partial sort's first guess,
+as in entmax (exact whatever it is); a NaN or ``+inf`` row gives NaN weights (entmax: an
+IndexError or plausible numbers); weights come back in the scores' dtype, as entmax's do.
 """
 
 from typing import Dict, Optional, Union
@@ -67,15 +67,14 @@ def _as_given(weights: Tensor, X: Tensor) -> Tensor:
 # -- the mappings -------------------------------------------------------------------------
 
 def sparsemax(X: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
-    """Sparsemax (Martins & Astudillo 2016) along ``dim``; ``k`` is accepted (exact anyway)."""
-    _checked_k(k)
-    return _as_given(F.sparsemax(X, dim), X)
+    """Sparsemax (Martins & Astudillo 2016) along ``dim``; ``k``: the partial sort's first
+    guess (exact whatever it is)."""
+    return _as_given(F.sparsemax(X, dim, k=_checked_k(k)), X)
 
 
 def entmax15(X: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
-    """1.5-entmax (Peters et al. 2019) along ``dim``; ``k`` is accepted (exact anyway)."""
-    _checked_k(k)
-    return _as_given(F.entmax15(X, dim), X)
+    """1.5-entmax (Peters et al. 2019) along ``dim``; ``k`` as in :func:`sparsemax`."""
+    return _as_given(F.entmax15(X, dim, k=_checked_k(k)), X)
 
 
 def sparsemax_bisect(X: Tensor, dim: int = -1, n_iter: int = 50,
@@ -179,15 +178,15 @@ class BudgetBisect(_Mapping):
 # -- the losses ----------------------------------------------------------------------------
 
 def sparsemax_loss(X: Tensor, target: Tensor, k: Optional[int] = None) -> Tensor:
-    """The sparsemax loss of each row (no reduction), as entmax's."""
-    _checked_k(k)
-    return L.sparsemax_loss(X, target)
+    """The sparsemax loss of each row (no reduction), as entmax's; ``k`` as in
+    :func:`sparsemax`."""
+    return L.sparsemax_loss(X, target, k=_checked_k(k))
 
 
 def entmax15_loss(X: Tensor, target: Tensor, k: Optional[int] = None) -> Tensor:
-    """The 1.5-entmax loss of each row (no reduction), as entmax's."""
-    _checked_k(k)
-    return L.entmax15_loss(X, target)
+    """The 1.5-entmax loss of each row (no reduction), as entmax's; ``k`` as in
+    :func:`sparsemax`."""
+    return L.entmax15_loss(X, target, k=_checked_k(k))
 
 
 def sparsemax_bisect_loss(X: Tensor, target: Tensor, n_iter: int = 50) -> Tensor:
@@ -207,15 +206,13 @@ def normmax_bisect_loss(X: Tensor, target: Tensor, alpha: Alpha = 2,
 class SparsemaxLoss(L.SparsemaxLoss):
     def __init__(self, k: Optional[int] = None, ignore_index: int = -100,
                  reduction: str = "elementwise_mean"):
-        _checked_k(k)
-        super().__init__(ignore_index=ignore_index, reduction=reduction)
+        super().__init__(ignore_index=ignore_index, reduction=reduction, k=_checked_k(k))
 
 
 class Entmax15Loss(L.Entmax15Loss):
     def __init__(self, k: Optional[int] = 100, ignore_index: int = -100,
                  reduction: str = "elementwise_mean"):
-        _checked_k(k)
-        super().__init__(ignore_index=ignore_index, reduction=reduction)
+        super().__init__(ignore_index=ignore_index, reduction=reduction, k=_checked_k(k))
 
 
 class SparsemaxBisectLoss(L.SparsemaxBisectLoss):

@@ -14,27 +14,26 @@ normmax, Santos et al. (2024); budget sparsemax and the threshold, as the entmax
 """
 
 from functools import partial
-from typing import Union
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
 
-from .normalizers.base import Softmax, check_impl, normalize_along, softmax_rows
+from .normalizers.base import Softmax, check_count, check_impl, normalize_along, softmax_rows
 from .normalizers.budget import budget_sparsemax
 from .normalizers.constrained import csoftmax as _csoftmax
 from .normalizers.constrained import csparsemax as _csparsemax
 from .normalizers.entmax_family import (
     ENTMAX15,
     SPARSEMAX,
-    Entmax15,
-    EntmaxAlpha,
     Sparsemax,
     check_alpha,
     check_n_iter,
     entmax_alpha_weights,
+    general_weights,
     in_newton_range,
 )
-from .normalizers.entmax_general import general_weights
+from .normalizers.entmax_partial import partial_sort_entmax
 from .normalizers.entmax_sort import threshold_and_support
 from .normalizers.normmax import normmax
 from .normalizers.row_parameters import along_rows
@@ -51,33 +50,51 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     return normalize_along(softmax_rows, x, dim, Softmax.zeroes_empty_rows, "softmax")
 
 
-def sparsemax(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:
+def _first_guess(k: Optional[int], alpha, name: str) -> Optional[int]:
+    """``k``, checked (an integer >= 1, for one alpha above 1), or ``None``."""
+    if k is None:
+        return None
+    if isinstance(alpha, Tensor) or alpha <= 1:
+        raise ValueError(f"{name}: k (the partial sort's first guess) needs one alpha above 1")
+    return check_count(k, "k", name)
+
+
+def _entmax(solve, x: Tensor, dim: int, alpha, k: Optional[int], name: str) -> Tensor:
+    """``solve`` (weights of float rows, special rows its own) along ``dim`` under the
+    contract, or, given ``k``, the partial sort from it at ``alpha``."""
+    if _first_guess(k, alpha, name) is not None:
+        solve = partial(partial_sort_entmax, alpha=alpha, k=k)
+    # every solver of the family fills special rows itself, as Sparsemax's
+    return normalize_along(solve, x, dim, Sparsemax.zeroes_empty_rows, name)
+
+
+def sparsemax(x: Tensor, dim: int = -1, impl: str = "auto", k: Optional[int] = None) -> Tensor:
     """Sparsemax (Martins & Astudillo 2016), the Euclidean projection onto the simplex::
 
         sparsemax(x) = argmin_{p in simplex} ||p - x||^2,   p_j = max(0, x_j - tau),
 
     with ``tau`` such that ``sum_j p_j = 1``; alpha-entmax at alpha = 2. Exact zeros for
-    every ``x_j <= tau``. Computed exactly (the entmax package's sort or the Newton solver,
-    as ``impl`` picks; see the module docstring)."""
+    every ``x_j <= tau``. Computed exactly (a sort, the partial sort of long rows or the
+    Newton solver, as ``impl`` picks; see the module docstring). ``k``: the partial sort
+    from the ``k`` largest entries, grown where the support needs more (the entmax
+    package's ``k``; exact whatever its value)."""
     check_impl(impl)
-    return normalize_along(partial(SPARSEMAX, impl), x, dim, Sparsemax.zeroes_empty_rows,
-                           "sparsemax")
+    return _entmax(partial(SPARSEMAX, impl), x, dim, 2.0, k, "sparsemax")
 
 
-def entmax15(x: Tensor, dim: int = -1, impl: str = "auto") -> Tensor:
+def entmax15(x: Tensor, dim: int = -1, impl: str = "auto", k: Optional[int] = None) -> Tensor:
     """1.5-entmax (Peters, Niculae & Martins 2019), alpha-entmax at alpha = 1.5::
 
         entmax15(x)_j = [x_j / 2 - tau]_+ ^ 2,   tau such that sum_j p_j = 1,
 
-    sparse like sparsemax, but smoother. Computed exactly (sort or Newton, as ``impl``
-    picks)."""
+    sparse like sparsemax, but smoother. Computed exactly as :func:`sparsemax` (``k`` the
+    same)."""
     check_impl(impl)
-    return normalize_along(partial(ENTMAX15, impl), x, dim, Entmax15.zeroes_empty_rows,
-                           "entmax15")
+    return _entmax(partial(ENTMAX15, impl), x, dim, 1.5, k, "entmax15")
 
 
 def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: str = "auto",
-                 n_iter: int = 30) -> Tensor:
+                 n_iter: int = 30, k: Optional[int] = None) -> Tensor:
     """alpha-entmax (Peters et al. 2019; learned per head in Correia et al. 2019)::
 
         entmax_alpha(x) = argmax_{p in simplex} p.x + H^T_alpha(p),
@@ -91,14 +108,15 @@ def entmax_alpha(x: Tensor, alpha: Union[float, Tensor], dim: int = -1, impl: st
     ``EntmaxAlpha.alpha_of`` (docs/library.md, "Learning alpha per head"). In (1, 2]
     ``n_iter`` caps the safeguarded Newton solver for ``tau``, which stops on convergence,
     and ``impl`` is as in the module docstring; other alphas are solved eagerly by
-    :mod:`.normalizers.entmax_general`.
+    :mod:`.normalizers.entmax_general`. Long rows at one alpha above 1 take the partial
+    sort, and ``k`` (for one such alpha only) as in :func:`sparsemax`.
     """
     check_impl(impl)
     n_iter = check_n_iter(n_iter)
     alpha = along_rows(check_alpha(alpha), x, dim, "alpha", "entmax_alpha")
     solve = entmax_alpha_weights if in_newton_range(alpha) else general_weights
-    return normalize_along(partial(solve, alpha=alpha, n_iter=n_iter, impl=impl),
-                           x, dim, EntmaxAlpha.zeroes_empty_rows, "entmax_alpha")
+    return _entmax(partial(solve, alpha=alpha, n_iter=n_iter, impl=impl), x, dim, alpha, k,
+                   "entmax_alpha")
 
 
 def topk_softmax(x: Tensor, k: int, dim: int = -1, impl: str = "auto") -> Tensor:

@@ -14,13 +14,15 @@ names and signatures are the entmax package's (``normmax_loss`` is its
 """
 
 from functools import partial
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor, nn
 
 from .functional import entmax15, entmax_alpha, sparsemax
-from .normalizers.base import check_count, check_scores
+from .normalizers.base import at_least_float32, check_count, check_impl, check_scores
+from .normalizers.dispatch import long_rows
+from .normalizers.entmax_partial import FIRST_K, row_sums, scatter_weights, top_supports
 from .normalizers.normmax import alpha_norm, check_alpha, normmax
 
 __all__ = ["Entmax15Loss", "EntmaxBisectLoss", "NormmaxLoss", "SparsemaxBisectLoss",
@@ -54,6 +56,34 @@ class _FenchelYoung(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         (residual,) = ctx.saved_tensors
         return (grad.unsqueeze(-1) * residual).to(ctx.scores_dtype), None, None, None
+
+
+class _SupportFenchelYoung(torch.autograd.Function):
+    """The same per-row loss for one alpha > 1 over long rows, from each row's support
+    alone (:func:`.normalizers.entmax_partial.top_supports`), with scores ``(N, V)`` whose
+    rows have a finite maximum: ``sum p^alpha`` and ``<p, z - max z>`` over the support,
+    less ``z_y - max z``; the backward scatters ``(p - e_y) * grad`` into zeros, so no
+    dense weights exist before it."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, target: Tensor, alpha: float, k: int) -> Tensor:
+        rows = at_least_float32(scores)
+        supports = top_supports(rows, alpha, k)
+        n = rows.size(0)
+        power = row_sums(supports, lambda shifted, p: p.pow(alpha), n)
+        inner = row_sums(supports, lambda shifted, p: p * shifted, n)
+        top = rows.amax(-1)
+        picked = rows.gather(-1, target.unsqueeze(-1)).squeeze(-1) - top
+        ctx.supports, ctx.shape, ctx.scores_dtype = supports, rows.shape, scores.dtype
+        ctx.save_for_backward(target)
+        return (1 - power) / (alpha * (alpha - 1)) + inner - picked
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (target,) = ctx.saved_tensors
+        residual = scatter_weights(ctx.supports, ctx.shape, grad)
+        residual.scatter_add_(-1, target.unsqueeze(-1), -grad.unsqueeze(-1).to(residual.dtype))
+        return residual.to(ctx.scores_dtype), None, None, None
 
 
 def _tsallis_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
@@ -115,16 +145,40 @@ def _check_reduction(reduction: str, name: str) -> str:
     return reduction
 
 
+def _by_support(scores: Tensor, alpha, impl: str, k: Optional[int]) -> bool:
+    """Whether the loss is computed from the supports (:class:`_SupportFenchelYoung`): for
+    one alpha above 1, eagerly, over long rows (:func:`.normalizers.dispatch.long_rows`) or
+    wherever ``k`` is given, when every row has a finite maximum (others keep the dense
+    path's NaN and infinite losses; a read-back, which waits for a GPU)."""
+    if isinstance(alpha, Tensor) or alpha is None or alpha <= 1 or impl not in ("auto", "torch"):
+        return False
+    if scores.dim() == 0 or scores.size(-1) == 0 or not (k is not None or long_rows(scores)):
+        return False
+    return bool(torch.isfinite(scores.amax(-1)).all())
+
+
 def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tensor,
-          target: Tensor, ignore_index: int, reduction: str, name: str) -> Tensor:
+          target: Tensor, ignore_index: int, reduction: str, name: str,
+          alpha: Optional[float] = None, impl: str = "auto", k: Optional[int] = None) -> Tensor:
     """The Fenchel-Young loss of ``normalize`` (whose entropy is ``entropy``) of each row of
     ``scores`` (classes along the last dim), 0 with no gradient on rows whose target is
     ``ignore_index``, reduced as the entmax package does: ``elementwise_mean`` divides the
-    sum by the number of rows counted (NaN if none, as 0 / 0)."""
+    sum by the number of rows counted (NaN if none, as 0 / 0). For alpha-entmax at one
+    ``alpha``, from the supports where :func:`_by_support` says (the partial sort from ``k``,
+    the same loss)."""
     check_scores(scores, name)
     _check_reduction(reduction, name)
+    check_impl(impl)
+    if k is not None:
+        k = check_count(k, "k", name)
     counted = _check_target(scores, target, ignore_index, name)
-    losses = _FenchelYoung.apply(scores, target.masked_fill(~counted, 0), normalize, entropy)
+    safe_target = target.masked_fill(~counted, 0)
+    if _by_support(scores, alpha, impl, k):
+        rows, targets = scores.reshape(-1, scores.size(-1)), safe_target.reshape(-1).long()
+        losses = _SupportFenchelYoung.apply(rows, targets, float(alpha),
+                                            k or FIRST_K).view(target.shape)
+    else:
+        losses = _FenchelYoung.apply(scores, safe_target, normalize, entropy)
     losses = torch.where(counted, losses, torch.zeros_like(losses))
     if reduction == "sum":
         return losses.sum()
@@ -134,42 +188,47 @@ def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tenso
 
 
 def sparsemax_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
-                   reduction: str = "none", impl: str = "auto") -> Tensor:
+                   reduction: str = "none", impl: str = "auto",
+                   k: Optional[int] = None) -> Tensor:
     """Sparsemax loss (Martins & Astudillo 2016), the Fenchel-Young loss at alpha = 2:
     ``(1 - ||p||^2) / 2 + <p - e_y, X>`` per row of scores ``X`` (..., classes) for the
     integer ``target`` (...). ``reduction``: ``none`` (per row, the entmax package's
-    function), ``sum`` or ``elementwise_mean``; ``impl`` as in :mod:`.functional`."""
+    function), ``sum`` or ``elementwise_mean``; ``impl`` as in :mod:`.functional`; ``k``: the
+    partial sort's first guess at the support (exact whatever it is; by default the partial
+    sort runs over long rows only, from :data:`.normalizers.entmax_partial.FIRST_K`)."""
     return _loss(partial(sparsemax, impl=impl), partial(_tsallis_entropy, alpha=2.0), X, target,
-                 ignore_index, reduction, "sparsemax_loss")
+                 ignore_index, reduction, "sparsemax_loss", 2.0, impl, k)
 
 
 def entmax15_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
-                  reduction: str = "none", impl: str = "auto") -> Tensor:
+                  reduction: str = "none", impl: str = "auto",
+                  k: Optional[int] = None) -> Tensor:
     """1.5-entmax loss (Peters, Niculae & Martins 2019):
     ``(1 - sum_j p_j^1.5) / 0.75 + <p - e_y, X>``; arguments as :func:`sparsemax_loss`."""
     return _loss(partial(entmax15, impl=impl), partial(_tsallis_entropy, alpha=1.5), X, target,
-                 ignore_index, reduction, "entmax15_loss")
+                 ignore_index, reduction, "entmax15_loss", 1.5, impl, k)
 
 
 def entmax_bisect_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 1.5,
                        n_iter: int = 50, *, ignore_index: int = -100, reduction: str = "none",
-                       impl: str = "auto") -> Tensor:
+                       impl: str = "auto", k: Optional[int] = None) -> Tensor:
     """alpha-entmax loss, ``H_alpha(p) + <p - e_y, X>``, for ``alpha`` as
     :func:`.functional.entmax_alpha` takes it (no gradient reaches ``alpha``; at 1, Shannon's
     entropy: cross-entropy); ``n_iter`` caps its Newton solver (the entmax package bisects);
-    others as :func:`sparsemax_loss`."""
+    others as :func:`sparsemax_loss` (``k`` for one alpha above 1)."""
     normalize = partial(entmax_alpha, alpha=alpha, n_iter=n_iter, impl=impl)
     return _loss(normalize, partial(_tsallis_entropy, alpha=alpha), X, target, ignore_index,
-                 reduction, "entmax_bisect_loss")
+                 reduction, "entmax_bisect_loss", alpha, impl, k)
 
 
 def sparsemax_bisect_loss(X: Tensor, target: Tensor, n_iter: int = 50, *,
                           ignore_index: int = -100, reduction: str = "none",
-                          impl: str = "auto") -> Tensor:
+                          impl: str = "auto", k: Optional[int] = None) -> Tensor:
     """:func:`sparsemax_loss` under the entmax package's bisection name: our sparsemax is
     exact, so ``n_iter`` (an integer >= 1, as there) changes nothing."""
     check_count(n_iter, "n_iter", "sparsemax_bisect_loss")
-    return sparsemax_loss(X, target, ignore_index=ignore_index, reduction=reduction, impl=impl)
+    return sparsemax_loss(X, target, ignore_index=ignore_index, reduction=reduction, impl=impl,
+                          k=k)
 
 
 def normmax_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 2, n_iter: int = 50,
@@ -188,18 +247,21 @@ def normmax_loss(X: Tensor, target: Tensor, alpha: Union[float, Tensor] = 2, n_i
 
 
 class _Loss(nn.Module):
-    """A loss function above as a module: ``ignore_index`` and ``reduction`` (by default
-    ``elementwise_mean``, as the entmax package's modules) fixed at construction."""
+    """A loss function above as a module: ``ignore_index``, ``reduction`` (by default
+    ``elementwise_mean``, as the entmax package's modules), ``impl`` and ``k`` (the partial
+    sort's first guess, where the function takes one) fixed at construction."""
 
     def __init__(self, *, ignore_index: int = -100, reduction: str = "elementwise_mean",
-                 impl: str = "auto"):
+                 impl: str = "auto", k: Optional[int] = None):
         super().__init__()
         self.ignore_index = ignore_index
         self.reduction = _check_reduction(reduction, type(self).__name__)
         self.impl = impl
+        self.k = None if k is None else check_count(k, "k", type(self).__name__)
 
     def options(self) -> dict:
-        return dict(ignore_index=self.ignore_index, reduction=self.reduction, impl=self.impl)
+        return dict(ignore_index=self.ignore_index, reduction=self.reduction, impl=self.impl,
+                    k=self.k)
 
 
 class SparsemaxLoss(_Loss):
@@ -220,8 +282,9 @@ class SparsemaxBisectLoss(_Loss):
     """:func:`sparsemax_bisect_loss` as a module, ``n_iter`` fixed."""
 
     def __init__(self, n_iter: int = 50, *, ignore_index: int = -100,
-                 reduction: str = "elementwise_mean", impl: str = "auto"):
-        super().__init__(ignore_index=ignore_index, reduction=reduction, impl=impl)
+                 reduction: str = "elementwise_mean", impl: str = "auto",
+                 k: Optional[int] = None):
+        super().__init__(ignore_index=ignore_index, reduction=reduction, impl=impl, k=k)
         self.n_iter = check_count(n_iter, "n_iter", type(self).__name__)
 
     def forward(self, X: Tensor, target: Tensor) -> Tensor:
@@ -233,8 +296,8 @@ class EntmaxBisectLoss(_Loss):
 
     def __init__(self, alpha: Union[float, Tensor] = 1.5, n_iter: int = 50, *,
                  ignore_index: int = -100, reduction: str = "elementwise_mean",
-                 impl: str = "auto"):
-        super().__init__(ignore_index=ignore_index, reduction=reduction, impl=impl)
+                 impl: str = "auto", k: Optional[int] = None):
+        super().__init__(ignore_index=ignore_index, reduction=reduction, impl=impl, k=k)
         self.alpha, self.n_iter = alpha, n_iter
 
     def forward(self, X: Tensor, target: Tensor) -> Tensor:

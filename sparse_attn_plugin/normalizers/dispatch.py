@@ -31,6 +31,11 @@ Kernel = Tuple[str, Callable[..., Tensor]]
 #: overhead dominates, Newton on training batches (``[sort]`` against ``[newton]`` in
 #: results/bench/normalizers.md; docs/methods.md quotes them).
 NEWTON_FROM = 1 << 14
+#: Rows of at least ``PARTIAL_COLS`` entries, in calls of at least ``PARTIAL_FROM`` scores,
+#: are solved on a CPU by the partial sort of :mod:`.entmax_partial` (an output layer's
+#: vocabulary, a decoding step's included); below either, the Newton solver's passes stay
+#: in cache and win (docs/methods.md, "Long rows").
+PARTIAL_COLS, PARTIAL_FROM = 1024, 1 << 18
 
 _triton_failed = False
 
@@ -45,17 +50,34 @@ def resolve(impl: str, scores: Tensor) -> str:
     return "triton" if fits and not _triton_failed and have_triton() else "torch"
 
 
-def sort_or_newton(scores: Tensor) -> str:
-    """The eager rule for sparsemax and 1.5-entmax: ``sort`` on a GPU (faster there, each
-    Newton step being several kernel launches: docs/gpus.md) and for fewer than
-    :data:`NEWTON_FROM` scores on a CPU, ``newton`` for more."""
+def long_rows(scores: Tensor) -> bool:
+    """Whether the eager rules pick the partial sort: CPU scores of at least
+    :data:`PARTIAL_FROM` entries in rows of at least :data:`PARTIAL_COLS`."""
+    return (not scores.is_cuda and scores.size(-1) >= PARTIAL_COLS
+            and scores.numel() >= PARTIAL_FROM)
+
+
+def sort_or_newton(scores: Tensor, *args) -> str:
+    """The eager rule for sparsemax and 1.5-entmax: ``partial sort`` for :func:`long_rows`,
+    ``sort`` on a GPU (faster there, each Newton step being several kernel launches:
+    docs/gpus.md) and for fewer than :data:`NEWTON_FROM` scores on a CPU, ``newton`` for
+    more."""
+    if long_rows(scores):
+        return "partial sort"
     return "sort" if scores.is_cuda or scores.numel() < NEWTON_FROM else "newton"
+
+
+def partial_for_one_alpha(scores: Tensor, alpha, *args) -> Optional[str]:
+    """The eager rule for alpha-entmax: ``partial sort`` for :func:`long_rows` when alpha is
+    one number, else (``None``) its solver."""
+    return "partial sort" if long_rows(scores) and not isinstance(alpha, Tensor) else None
 
 
 @dataclass
 class Implementations:
     """One normaliser's implementations: ``eager`` its eager kernels by name, of which
-    ``eager_rule`` names the one to run for given scores (by default the first),
+    ``eager_rule`` names the one to run for given scores and arguments (the first where
+    it names none or there is no rule),
     ``compiled`` and ``triton`` its fused kernels. Called with ``--attn-impl`` and the
     scores (and the kernels' further arguments), it runs the one :func:`resolve` names,
     and logs which, once per implementation and device."""
@@ -64,19 +86,19 @@ class Implementations:
     eager: Dict[str, Callable[..., Tensor]]
     compiled: Kernel
     triton: Kernel
-    eager_rule: Optional[Callable[[Tensor], str]] = None
+    eager_rule: Optional[Callable[..., Optional[str]]] = None
     announced: Set[Tuple[str, str, str]] = field(default_factory=set)
 
     def kernels(self, impl: str) -> Dict[str, Callable[..., Tensor]]:
         """Every kernel an explicit ``--attn-impl impl`` may run, by name."""
         return self.eager if impl == "torch" else dict([getattr(self, impl)])
 
-    def pick(self, impl: str, scores: Tensor) -> Kernel:
-        """The kernel ``--attn-impl impl`` runs for ``scores``."""
+    def pick(self, impl: str, scores: Tensor, *args) -> Kernel:
+        """The kernel ``--attn-impl impl`` runs for ``scores`` (and the kernels' ``args``)."""
         chosen = resolve(impl, scores)
         if chosen != "torch":
             return getattr(self, chosen)
-        name = self.eager_rule(scores) if self.eager_rule else next(iter(self.eager))
+        name = (self.eager_rule and self.eager_rule(scores, *args)) or next(iter(self.eager))
         return name, self.eager[name]
 
     def announce(self, impl: str, scores: Tensor, name: str) -> None:
@@ -87,7 +109,7 @@ class Implementations:
             logger.info("%s on %s with --attn-impl %s: %s", self.family, key[1], impl, name)
 
     def __call__(self, impl: str, scores: Tensor, *args) -> Tensor:
-        name, kernel = self.pick(impl, scores)
+        name, kernel = self.pick(impl, scores, *args)
         self.announce(impl, scores, name)
         if impl != "auto" or kernel is not self.triton[1]:
             return kernel(scores, *args)

@@ -12,18 +12,20 @@ Newton solver of :mod:`.entmax_newton` as :mod:`.dispatch` picks; half precision
 
 import math
 from functools import lru_cache, partial
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor, nn
 
 from ..errors import SettingsError
 from .base import Normalizer, check_count, guarded
-from .dispatch import Implementations, sort_or_newton
+from .dispatch import Implementations, partial_for_one_alpha, sort_or_newton
+from .entmax_general import MAX_STEPS, TOLERANCE, entmax_general
 from .entmax_grad import entmax_function
 from .entmax_newton import entmax15_newton, entmax_newton, sparsemax_newton
+from .entmax_partial import partial_sort_entmax
 from .entmax_sort import entmax15_sort, sorted_step, sparsemax_sort
-from .fused_triton import entmax15_triton, entmax_triton, sparsemax_triton
+from .fused_triton import entmax15_triton, entmax_any_triton, entmax_triton, sparsemax_triton
 from .row_parameters import checked
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
@@ -62,11 +64,13 @@ def by_sort(algorithm: Callable[..., Tensor], alpha: float) -> Callable[[Tensor]
 #: Sparsemax's and 1.5-entmax's exact algorithms, as ``--attn-impl`` picks them (the
 #: Newton solver handles special rows itself, the sort is guarded).
 SPARSEMAX = Implementations(
-    "sparsemax", {"sort": by_sort(sparsemax_sort, 2.0), "newton": sparsemax_newton},
+    "sparsemax", {"sort": by_sort(sparsemax_sort, 2.0), "newton": sparsemax_newton,
+                  "partial sort": partial(partial_sort_entmax, alpha=2.0)},
     ("newton, compiled", partial(sparsemax_newton, impl="compiled")),
     ("newton, triton", sparsemax_triton), sort_or_newton)
 ENTMAX15 = Implementations(
-    "1.5-entmax", {"sort": by_sort(entmax15_sort, 1.5), "newton": entmax15_newton},
+    "1.5-entmax", {"sort": by_sort(entmax15_sort, 1.5), "newton": entmax15_newton,
+                   "partial sort": partial(partial_sort_entmax, alpha=1.5)},
     ("newton, compiled", partial(entmax15_newton, impl="compiled")),
     ("newton, triton", entmax15_triton), sort_or_newton)
 
@@ -75,9 +79,39 @@ ENTMAX15 = Implementations(
 def _entmax_alpha(max_iter: int) -> Implementations:
     """Learned alpha-entmax's solver with this iteration cap, as ``--attn-impl`` picks it."""
     return Implementations(
-        "alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter)},
+        "alpha-entmax", {"newton": partial(entmax_newton, max_iter=max_iter),
+                         "partial sort": partial_sort_entmax},
         ("newton, compiled", partial(entmax_newton, max_iter=max_iter, impl="compiled")),
-        ("newton, triton", partial(entmax_triton, max_iter=max_iter)))
+        ("newton, triton", partial(entmax_triton, max_iter=max_iter)), partial_for_one_alpha)
+
+
+def _partial_above_one(scores: Tensor, alpha) -> Optional[str]:
+    """:func:`.dispatch.partial_for_one_alpha`, for one alpha above 1 (below it no entry is
+    ever left out, so there is nothing to sort)."""
+    one_number = not isinstance(alpha, Tensor)
+    return partial_for_one_alpha(scores, alpha) if one_number and alpha > 1 else None
+
+
+#: The implementations ``--attn-impl`` picks among for alpha outside (1, 2]: the bracketed
+#: Newton solver of :mod:`.entmax_general`, and the partial sort for long rows.
+GENERAL = Implementations(
+    "alpha-entmax (any alpha)",
+    {"bracketed newton": partial(entmax_function, solve=entmax_general),
+     "partial sort": partial_sort_entmax},
+    ("bracketed newton, compiled",
+     partial(entmax_function, solve=partial(entmax_general, fused=True))),
+    ("bracketed newton, triton", partial(entmax_any_triton, max_steps=MAX_STEPS,
+                                         tol=TOLERANCE)), _partial_above_one)
+
+
+def general_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: int = 30,
+                    impl: str = "auto") -> Tensor:
+    """alpha-entmax of the last dim for any alpha > 0, by the eager solver or the Triton
+    kernel as ``impl`` picks (``n_iter`` is for the (1, 2] solvers; this one stops on
+    convergence), differentiable in the scores and a tensor alpha, twice."""
+    if isinstance(alpha, Tensor):
+        alpha = alpha.to(scores.dtype)
+    return GENERAL(impl, scores, alpha)
 
 
 def check_n_iter(n_iter: int) -> int:
@@ -104,7 +138,7 @@ def entmax_alpha_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: in
                          impl: str = "auto") -> Tensor:
     """alpha-entmax weights over the last dim of float32/float64 scores by the Newton solver
     (``n_iter`` steps at most) that ``impl`` picks, for ``alpha`` in (1, 2] (not checked
-    here: :func:`in_newton_range`; other alphas: :func:`.entmax_general.general_weights`): a
+    here: :func:`in_newton_range`; other alphas: :func:`general_weights`): a
     number, or a tensor broadcastable to the scores with size 1 in the last dim (cast to the
     scores' dtype; differentiable). Rows with every key masked get all-zero weights, rows
     with a NaN or ``+inf`` NaN weights."""

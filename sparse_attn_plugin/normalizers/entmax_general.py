@@ -8,20 +8,17 @@ For alpha > 2 (``0 < r < 1``) every ``(x_j - tau)_+^r`` has an infinite slope wh
 enters the support, which stalls plain Newton; for alpha < 1 (``r < 0``) every entry is in
 the support and ``F`` increases in ``tau``. Both are solved by Newton steps on ``F - 1``
 inside a bracket that must halve every two steps, else the step bisects it (docs/methods.md,
-"alpha-entmax at any alpha"), eagerly, compiled, or by the Triton kernel of :mod:`.fused_triton`.
+"alpha-entmax at any alpha"), eagerly or compiled (:mod:`.entmax_family` picks among these,
+the Triton kernel of :mod:`.fused_triton` and the partial sort of long rows).
 alpha = 1 is softmax, the limit of both sides.
 """
 
-from functools import partial
 from typing import Union
 
 import torch
 from torch import Tensor
 
 from .compiled import compiled
-from .dispatch import Implementations
-from .entmax_grad import entmax_function
-from .fused_triton import entmax_any_triton
 
 #: Steps at most: the bracket halves every two, so this reaches float64's rounding.
 MAX_STEPS = 140
@@ -119,29 +116,3 @@ def entmax_general(scores: Tensor, alpha: Union[float, Tensor], max_steps: int =
         p = torch.where(at_one, torch.softmax(shifted, -1), p)
     fill = torch.where(torch.isneginf(top), 0.0, float("nan")).to(p.dtype)
     return torch.where(special, fill, p).to(given), None
-
-
-def _eager(scores: Tensor, alpha: Union[float, Tensor]) -> Tensor:
-    return entmax_function(scores, alpha, entmax_general)
-
-
-def _compiled(scores: Tensor, alpha: Union[float, Tensor]) -> Tensor:
-    return entmax_function(scores, alpha, partial(entmax_general, fused=True))
-
-
-#: The implementations ``--attn-impl`` picks among for alpha outside (1, 2].
-GENERAL = Implementations(
-    "alpha-entmax (any alpha)", {"bracketed newton": _eager},
-    ("bracketed newton, compiled", _compiled),
-    ("bracketed newton, triton", partial(entmax_any_triton, max_steps=MAX_STEPS,
-                                         tol=TOLERANCE)))
-
-
-def general_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: int = 30,
-                    impl: str = "auto") -> Tensor:
-    """alpha-entmax of the last dim for any alpha > 0, by the eager solver or the Triton
-    kernel as ``impl`` picks (``n_iter`` is for the (1, 2] solvers; this one stops on
-    convergence), differentiable in the scores and a tensor alpha, twice."""
-    if isinstance(alpha, Tensor):
-        alpha = alpha.to(scores.dtype)
-    return GENERAL(impl, scores, alpha)

@@ -2,75 +2,31 @@
 
 alpha-entmax is ``p_j = [(alpha - 1) s_j - tau]_+ ^ (1 / (alpha - 1))`` with ``tau`` such
 that ``sum_j p_j = 1``. With ``x = (alpha - 1)(s - max s)`` sorted descending, ``x_(1) >= ...``,
-and ``c_k = sum_{j <= k} x_(j)``, the support is ``k*`` entries and ``tau`` in closed form:
+and ``c_k = sum_{j <= k} x_(j)``, the support is ``k*`` entries and ``tau`` in closed form,
 
-* sparsemax (alpha = 2; Martins & Astudillo 2016, *From Softmax to Sparsemax*):
-  ``k* = max{k : 1 + k x_(k) > c_k}``, ``tau = (c_k* - 1) / k*``;
-* 1.5-entmax (Peters, Niculae & Martins 2019, *Sparse Sequence-to-Sequence Models*,
-  algorithm 2): with the running mean ``M_k = c_k / k`` and mean of squares ``Q_k``,
-  ``tau_k = M_k - sqrt((1 - k (Q_k - M_k^2)) / k)`` (a root of ``sum_{j <= k} (x_(j) -
-  tau)^2 = 1``) and ``k* = max{k : tau_k <= x_(k)}``.
-
-Each test holds for every ``k <= k*`` and for none after, so ``k*`` is the number that
-pass. Rows with every entry ``-inf`` get zero weights, rows with a NaN or ``+inf`` NaN
-weights, and none raises (a NaN sorts first and fails every test; ``k*`` is at least 1).
+sparsemax's (alpha = 2; Martins & Astudillo 2016) and 1.5-entmax's (Peters, Niculae &
+Martins 2019, algorithm 2) as :mod:`.sorted_threshold` gives them. Given ``k``, the ``k``
+largest entries are sorted first and more only where the support needs them
+(:mod:`.entmax_partial`). Rows with every entry ``-inf`` get zero weights, rows with a NaN
+or ``+inf`` NaN weights, and none raises.
 """
 
 import math
+from functools import partial
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .base import at_least_float32, check_count, check_scores
+from .base import at_least_float32, check_scores, guarded
 from .entmax_general import entmax_general
 from .entmax_newton import newton_solve
+from .entmax_partial import partial_sort_solve
+from .sorted_threshold import sparsemax_tau_of_sorted, threshold_of_sorted
 
 #: The alphas solved by a sort here; :func:`threshold_and_support` reads any other
 #: alpha's threshold from a solver's weights.
 SORTED_ALPHAS = (2.0, 1.5)
-
-
-def _threshold_of_sorted(xs: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
-    """``tau`` and ``k*`` (both ``(..., 1)``; ``k*`` int64) of rows ``xs`` sorted descending
-    whose first entry is 0 (``-inf`` allowed after it), at alpha 2 or 1.5."""
-    rho = torch.arange(1, xs.size(-1) + 1, dtype=xs.dtype, device=xs.device)
-    total = xs.cumsum(-1)
-    if alpha == 2.0:
-        inside = 1 + rho * xs > total
-        taus = (total - 1) / rho
-    else:   # NaN where an entry is -inf (inf - inf), which fails the test
-        mean = total / rho
-        spread = rho * ((xs * xs).cumsum(-1) / rho - mean * mean)
-        taus = mean - ((1 - spread) / rho).clamp_min(0).sqrt()
-        inside = taus <= xs
-    # x_(1) = 0 passes both; a row of NaN passes none, and gets tau_1 (NaN)
-    support = inside.sum(-1, keepdim=True).clamp_min(1)
-    return taus.gather(-1, support - 1), support
-
-
-def _sparsemax_tau(x: Tensor) -> Tensor:
-    """Sparsemax's ``tau = max_k (c_k - 1) / k`` over the rows ``x`` sorted: ``tau_(k+1) >
-    tau_k`` exactly when ``x_(k+1) > tau_k``, the test that admits ``k + 1`` to the support,
-    so the largest ``tau_k`` is ``tau_(k*)`` (NaN on a row with a NaN), in ten operations
-    where finding ``k*`` takes sixteen. The same number as the support's, but at a tie
-    ``x_(k+1) = tau_k``, where two equal thresholds may round apart by an ulp."""
-    xs = x.sort(-1, descending=True).values
-    rho = torch.arange(1, xs.size(-1) + 1, dtype=xs.dtype, device=xs.device)
-    return ((xs.cumsum(-1) - 1) / rho).amax(-1, keepdim=True)
-
-
-def _sorted_threshold(x: Tensor, alpha: float, k: Optional[int]) -> Tuple[Tensor, Tensor]:
-    """:func:`_threshold_of_sorted` of the rows ``x`` (maximum 0 each): over the ``k``
-    largest entries (``torch.topk``) if ``k`` is below the row length, by a full sort for
-    the rows whose support may be longer (``k*`` reaching ``k``)."""
-    if k is None or k >= x.size(-1):
-        return _threshold_of_sorted(x.sort(-1, descending=True).values, alpha)
-    tau, support = _threshold_of_sorted(x.topk(k, -1).values, alpha)
-    longer = (support == k).squeeze(-1)
-    if bool(longer.any()):
-        tau[longer], support[longer] = _sorted_threshold(x[longer], alpha, None)
-    return tau, support
 
 
 def _shifted(scores: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
@@ -84,20 +40,20 @@ def _shifted(scores: Tensor, alpha: float) -> Tuple[Tensor, Tensor]:
 @torch.no_grad()
 def _sort_solve(scores: Tensor, alpha: float, dim: int, k: Optional[int],
                 empty_rows: bool = True) -> Tensor:
-    """alpha-entmax weights along ``dim`` by the sort, for alpha 2 or 1.5; without
-    ``empty_rows`` (the caller knows every row has an unmasked key) no fill."""
-    if k is not None:
-        k = check_count(k, "k", "the sort")
+    """alpha-entmax weights along ``dim`` by the sort (from the ``k`` largest entries, if
+    given), for alpha 2 or 1.5; without ``empty_rows`` (the caller knows every row has an
+    unmasked key) no fill."""
     scores = at_least_float32(scores)
     if dim not in (-1, scores.dim() - 1):
         scores = scores.movedim(dim, -1)
     if scores.size(-1) == 0:
         return scores.clone().movedim(-1, dim)
+    if k is not None:
+        p = guarded(partial(partial_sort_solve, alpha=alpha, k=k), scores)
+        return p if dim in (-1, p.dim() - 1) else p.movedim(-1, dim)
     x, top = _shifted(scores, alpha)
-    if alpha == 2.0 and k is None:
-        tau = _sparsemax_tau(x)
-    else:
-        tau, _ = _sorted_threshold(x, alpha, k)
+    xs = x.sort(-1, descending=True).values
+    tau = sparsemax_tau_of_sorted(xs) if alpha == 2.0 else threshold_of_sorted(xs, alpha)[0]
     u = (x - tau).clamp_min(0)                   # NaN stays NaN
     p = u if alpha == 2.0 else u * u
     if empty_rows:
@@ -107,8 +63,8 @@ def _sort_solve(scores: Tensor, alpha: float, dim: int, k: Optional[int],
 
 def sparsemax_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
     """sparsemax of float32/float64 ``scores`` along ``dim`` by the sort, with no graph
-    (:func:`.entmax_family.by_sort` gives it gradients). ``k``: sort only the ``k`` largest
-    first (``torch.topk``), the whole row where the support may be longer."""
+    (:func:`.entmax_family.by_sort` gives it gradients). ``k``: the partial sort from the
+    ``k`` largest (:mod:`.entmax_partial`), exact whatever ``k``."""
     return _sort_solve(scores, 2.0, dim, k)
 
 
@@ -156,7 +112,8 @@ def threshold_and_support(scores: Tensor, alpha: float, dim: int = -1) -> Tuple[
     if scores.size(-1) == 0:
         tau, support = top, torch.zeros_like(top, dtype=torch.long)
     elif value in SORTED_ALPHAS:
-        tau, support = _sorted_threshold(_shifted(scores, value)[0], value, None)
+        xs = _shifted(scores, value)[0].sort(-1, descending=True).values
+        tau, support = threshold_of_sorted(xs, value)
     else:
         p, _ = (newton_solve if value < 2.0 else entmax_general)(scores, value)
         support = (p > 0).sum(-1, keepdim=True)

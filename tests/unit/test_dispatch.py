@@ -22,16 +22,25 @@ from sparse_attn_plugin.normalizers import (
 )
 from sparse_attn_plugin.normalizers.dispatch import (
     NEWTON_FROM,
+    PARTIAL_COLS,
+    PARTIAL_FROM,
     Implementations,
     resolve,
     sort_or_newton,
 )
-from sparse_attn_plugin.normalizers.entmax_family import ENTMAX15, SPARSEMAX, _entmax_alpha
+from sparse_attn_plugin.normalizers.entmax_family import (
+    ENTMAX15,
+    GENERAL,
+    SPARSEMAX,
+    _entmax_alpha,
+)
 from sparse_attn_plugin.normalizers.fused_triton import MAX_COLS
 from sparse_attn_plugin.normalizers.topk import _topk
 
 KERNELS = {"top-k": _topk(3), "sparsemax": SPARSEMAX, "1.5-entmax": ENTMAX15,
            "alpha-entmax": _entmax_alpha(30)}
+#: The further arguments each family's kernels take: learned alpha-entmax's one per head.
+ARGS = {"alpha-entmax": (torch.full((1, 4, 1, 1), 1.5),)}
 
 
 def on_cuda(*shape):
@@ -75,6 +84,23 @@ def test_the_eager_rule_sorts_on_a_gpu_and_for_small_scores_and_solves_large_one
     assert sort_or_newton(torch.zeros(NEWTON_FROM)) == "newton"
     assert sort_or_newton(torch.zeros(32, 4, 40, 40)) == "newton"      # a training batch
     assert sort_or_newton(torch.zeros(40, 4, 1, 10)) == "sort"         # a small decode step
+
+
+def test_long_rows_of_a_large_call_take_the_partial_sort_on_a_cpu_only():
+    """An output layer's rows (thousands of words), not an attention layer's: below either
+    bound the rule is as before."""
+    vocabulary = torch.zeros(PARTIAL_FROM // PARTIAL_COLS, PARTIAL_COLS)
+    assert sort_or_newton(vocabulary) == "partial sort"
+    assert sort_or_newton(vocabulary[1:]) == "newton"                   # too few scores
+    assert sort_or_newton(torch.zeros(PARTIAL_FROM, 1)) == "newton"    # rows too short
+    assert sort_or_newton(on_cuda(256, 8000)) == "sort"
+    alpha = _entmax_alpha(30)
+    assert alpha.pick("torch", vocabulary, 1.3)[0] == "partial sort"
+    assert alpha.pick("torch", vocabulary, torch.tensor(1.3))[0] == "newton"   # per row
+    assert alpha.pick("torch", vocabulary[1:], 1.3)[0] == "newton"
+    assert GENERAL.pick("auto", vocabulary, 3.0)[0] == "partial sort"
+    assert GENERAL.pick("auto", vocabulary, 0.5)[0] == "bracketed newton"      # dense
+    assert GENERAL.pick("auto", vocabulary, torch.tensor(3.0))[0] == "bracketed newton"
     assert sort_or_newton(on_cuda(32, 4, 100, 100)) == "sort"
 
 
@@ -82,15 +108,15 @@ def test_the_eager_rule_sorts_on_a_gpu_and_for_small_scores_and_solves_large_one
 def test_each_implementation_names_one_kernel_of_its_family(family, triton_installed):
     """The table every family follows: the eager kernel by the rule, else its compiled or
     Triton one (and auto: Triton on CUDA, eager on a CPU)."""
-    kernels = KERNELS[family]
+    kernels, args = KERNELS[family], ARGS.get(family, ())
     eager = "topk kernel" if family == "top-k" else "newton"
     fused = "fused" if family == "top-k" else "newton"
     large, cuda = torch.zeros(32, 4, 40, 40), on_cuda(32, 4, 40, 40)
-    assert kernels.pick("torch", large)[0] == eager
-    assert kernels.pick("auto", large)[0] == eager
-    assert kernels.pick("compiled", large)[0] == f"{fused}, compiled"
-    assert kernels.pick("triton", cuda)[0] == f"{fused}, triton"
-    assert kernels.pick("auto", cuda)[0] == f"{fused}, triton"
+    assert kernels.pick("torch", large, *args)[0] == eager
+    assert kernels.pick("auto", large, *args)[0] == eager
+    assert kernels.pick("compiled", large, *args)[0] == f"{fused}, compiled"
+    assert kernels.pick("triton", cuda, *args)[0] == f"{fused}, triton"
+    assert kernels.pick("auto", cuda, *args)[0] == f"{fused}, triton"
     if family in ("sparsemax", "1.5-entmax"):
         assert kernels.pick("torch", cuda)[0] == "sort"
         assert kernels.pick("auto", torch.zeros(4, 4, 1, 10))[0] == "sort"
@@ -133,7 +159,7 @@ def test_sparsemax_and_entmax15_give_the_same_weights_whichever_algorithm_runs()
     scores = torch.randn(2, 3, 4, 9, dtype=torch.float64)
     for name, kernels in (("sparsemax", SPARSEMAX), ("entmax15", ENTMAX15)):
         weights = build_normalizer(name, 3, NormalizerOptions(attn_impl="torch"))(scores)
-        assert set(kernels.kernels("torch")) == {"sort", "newton"}
+        assert set(kernels.kernels("torch")) == {"sort", "newton", "partial sort"}
         for algorithm in kernels.kernels("torch").values():
             torch.testing.assert_close(algorithm(scores), weights, atol=1e-12, rtol=0)
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from torch.autograd import gradcheck, gradgradcheck
 
 from sparse_attn_plugin import functional as F
-from sparse_attn_plugin.normalizers.entmax_general import GENERAL
+from sparse_attn_plugin.normalizers.entmax_family import GENERAL
 
 ALPHAS = [0.05, 0.2, 0.5, 0.75, 0.999, 1.0, 1.001, 1.2, 1.5, 2.0, 2.25, 3.0, 5.0]
 OUTSIDE = [0.2, 0.75, 1.0, 2.5, 4.0]

@@ -216,7 +216,7 @@ def test_k_below_the_support_falls_back_to_the_full_sort(alpha):
 
 @pytest.mark.parametrize("k", [0, -2, True, 1.5, "3"])
 def test_k_must_be_an_integer_of_at_least_one(k):
-    with pytest.raises(ValueError, match=r"^the sort needs an integer k >= 1, got k="):
+    with pytest.raises(ValueError, match=r"^the partial sort needs an integer k >= 1, got k="):
         sparsemax_sort(torch.randn(2, 5), k=k)
 
 

@@ -1,0 +1,129 @@
+"""alpha-entmax over long rows (an output layer's vocabulary) by a partial sort that grows.
+
+Every alpha > 1 has ``tau >= -1`` over ``x = (alpha - 1)(s - max s)`` (the largest weight,
+``(-tau)^r``, is at most 1), so the support lies among a row's largest entries. The
+threshold of the ``k`` largest (``torch.topk``) is the row's exactly when the ``k``-th of
+them is outside that threshold's support; the rows where it is not try again with ``4k``
+(the entmax package's ``k``, grown; the whole row sorted at the end). Each try solves
+only ``k`` entries (closed form at alpha 2 and 1.5, :mod:`.entmax_newton` in (1, 2),
+:mod:`.entmax_general` above 2), so a row of ``V`` costs one ``topk`` and one scatter
+when the support is short, where a full sort costs ``V log V``. docs/methods.md, "Long
+rows".
+"""
+
+from functools import partial
+from typing import List, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+from .base import check_count, guarded
+from .entmax_general import entmax_general
+from .entmax_grad import entmax_function
+from .entmax_newton import entmax_threshold
+from .sorted_threshold import sparsemax_tau_of_sorted, threshold_of_sorted
+
+#: The first ``k`` when the caller gives none: the supports of trained output layers are
+#: shorter (docs/methods.md, "Long rows").
+FIRST_K = 64
+#: How much ``k`` grows each time a row's support reaches it.
+GROWTH = 4
+
+
+class Support(NamedTuple):
+    """Some rows' largest entries: ``rows`` (``None``: every row), and for each row the
+    columns ``index`` ``(n, k)`` of its ``k`` largest scores, those scores less the row's
+    maximum (``shifted``, descending), and their weights ``p`` (0 past the support)."""
+
+    rows: Optional[Tensor]
+    index: Tensor
+    shifted: Tensor
+    p: Tensor
+
+
+def _top_weights(shifted: Tensor, alpha: float) -> Tensor:
+    """alpha-entmax weights of rows ``shifted = s - max s`` sorted descending (``-inf``
+    allowed after the first entry), as if they were the whole row."""
+    if alpha > 2.0:
+        return entmax_general(shifted, alpha)[0]
+    x = shifted if alpha == 2.0 else shifted * (alpha - 1)
+    if alpha == 2.0:
+        return (x - sparsemax_tau_of_sorted(x)).clamp_min(0)
+    if alpha == 1.5:
+        tau, _ = threshold_of_sorted(x, 1.5)
+        return (x - tau).clamp_min(0).square()
+    u, ur1 = entmax_threshold(x, 1 / (alpha - 1))
+    p = ur1 * u
+    return p / p.sum(-1, keepdim=True)
+
+
+def top_supports(scores: Tensor, alpha: float, k: int = FIRST_K) -> List[Support]:
+    """The supports of alpha-entmax (a number > 1) of rows ``scores`` ``(N, V)`` (float32 or
+    float64, each with a finite maximum; ``-inf`` allowed elsewhere), found among each row's
+    ``k`` largest entries, then ``GROWTH`` times more for the rows whose support reached that
+    many, up to the whole row. Exact: each row's weights are those of the whole row."""
+    k = check_count(k, "k", "the partial sort")
+    supports, rows = [], None
+    while True:
+        k = min(k, scores.size(-1))
+        top, index = scores.topk(k, -1)
+        shifted = top - top[:, :1]
+        p = _top_weights(shifted, alpha)
+        if k == scores.size(-1) or not bool((longer := p[:, -1] > 0).any()):
+            return supports + [Support(rows, index, shifted, p)]
+        kept = ~longer
+        if bool(kept.any()):
+            supports.append(Support(_select(rows, kept), index[kept], shifted[kept], p[kept]))
+        rows, scores = _select(rows, longer), scores[longer]
+        k *= GROWTH
+
+
+def _select(rows: Optional[Tensor], which: Tensor) -> Tensor:
+    """The row numbers ``which`` picks from ``rows`` (``None``: ``0 .. len(which) - 1``)."""
+    picked = which.nonzero().squeeze(-1)
+    return picked if rows is None else rows[picked]
+
+
+def scatter_weights(supports: List[Support], shape, scale: Optional[Tensor] = None) -> Tensor:
+    """The dense weights ``(N, V)`` of ``supports`` (zeros off them), each row times its
+    ``scale`` ``(N,)`` if given."""
+    weights = supports[0].p.new_zeros(shape)
+    for rows, index, _, p in supports:
+        if scale is not None:
+            p = p * (scale if rows is None else scale[rows]).unsqueeze(-1).to(p.dtype)
+        if rows is None:
+            weights.scatter_(-1, index, p)
+        else:
+            weights[rows.unsqueeze(-1), index] = p
+    return weights
+
+
+def row_sums(supports: List[Support], terms, rows: int) -> Tensor:
+    """``sum_j terms(shifted, p)_j`` of each of ``rows`` rows, over its support only."""
+    sums = supports[0].p.new_zeros(rows)
+    for support in supports:
+        on = support.p > 0
+        total = torch.where(on, terms(support.shifted, support.p), 0.0).sum(-1)
+        if support.rows is None:
+            sums = total
+        else:
+            sums[support.rows] = total
+    return sums
+
+
+@torch.no_grad()
+def partial_sort_solve(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:
+    """alpha-entmax (a number > 1) over the last dim of float32/float64 scores whose rows each
+    have a finite maximum (:func:`.base.guarded` sees to the others), by
+    :func:`top_supports`; no graph."""
+    rows = scores.reshape(-1, scores.size(-1))
+    return scatter_weights(top_supports(rows, alpha, k), rows.shape).view_as(scores)
+
+
+def partial_sort_entmax(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:
+    """alpha-entmax (a number > 1) over the last dim of float32/float64 scores by the partial
+    sort from ``k``, guarded (:func:`.base.guarded`), with :mod:`.entmax_grad`'s closed-form
+    gradients."""
+    def solve(rows: Tensor, alpha: float):
+        return guarded(partial(partial_sort_solve, alpha=alpha, k=k), rows), None
+    return entmax_function(scores, float(alpha), solve)
