@@ -86,6 +86,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_end_to_end.py --models demo --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_hard_attention.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_decode_ops.py --out $(PUBLISH)/bench
+	$(BIN)/python benchmarks/bench_output_layer.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_constrained.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_metrics.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_data_prep.py --out $(PUBLISH)/bench

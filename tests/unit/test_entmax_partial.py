@@ -182,3 +182,34 @@ def test_half_precision_scores_get_a_float32_loss_and_their_own_gradient_dtype()
     assert value.dtype == torch.float32 and grad.dtype == torch.float16
     torch.testing.assert_close(value, expected)
     torch.testing.assert_close(grad.float(), expected_grad, atol=1e-3, rtol=0)
+
+
+def test_a_loss_over_long_rows_sorts_no_row_and_makes_its_dense_gradient_once():
+    """What runs (not a time): the default loss over a vocabulary takes one topk and no full
+    sort, its forward fills no row-sized buffer, and its backward one."""
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops, self.big = Counter(), 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            self.ops[str(func.overloadpacket)] += 1
+            if isinstance(out, torch.Tensor) and out.numel() >= scores.numel() and \
+                    out.data_ptr() != scores.data_ptr():      # a new buffer, not a view
+                self.big += 1
+            return out
+
+    scores = torch.randn(64, 8192) * 3
+    leaf = scores.requires_grad_()
+    with Count() as forward:
+        loss = L.entmax15_loss(leaf, torch.randint(0, 8192, (64,)), reduction="sum")
+    with Count() as backward:
+        loss.backward()
+    assert forward.ops["aten.topk"] == 1 and forward.ops["aten.sort"] == 0
+    assert forward.big == 0 and backward.big >= 1
+    assert backward.ops["aten.new_zeros"] + backward.ops["aten.zeros"] == 1

@@ -1,0 +1,183 @@
+"""Sparse output layers against cross-entropy: the entmax losses (and one decoding step's
+log-probabilities) over a whole vocabulary, as time ratios to PyTorch's ``cross_entropy``
+(``log_softmax`` for the step) measured in the same interleaved rounds.
+
+Each row: forward + backward of the summed loss of ``rows x vocabulary`` float32 logits
+(``randn``: at this scale the supports are longest, tens of words at 1.5 and hundreds at
+1.3), per round ``time / cross_entropy's time``, shown as the median and range over the
+rounds; the entmax package's losses with ``k=100`` for comparison. Peak memory: what one
+call adds to the process's resident peak, in row-sized buffers (``rows x vocabulary``
+float32), each function in a fresh process.
+
+    python benchmarks/bench_output_layer.py --out results/bench [--threads 1,2] [--repeats 5]
+"""
+
+import json
+import resource
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+from sparse_attn_experiments.provenance import git_commit, provenance_header
+from sparse_attn_experiments.timing import interleaved_samples, spread, summary
+from sparse_attn_plugin import losses as L
+from sparse_attn_plugin.command_line import CommandParser
+from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.functional import entmax_alpha
+
+#: (rows, vocabulary): a Multi30k-sized batch and a WMT-sized one.
+SHAPES = ((1800, 9708), (4096, 32000))
+#: One decoding step's rows (beam 5 x 8 sentences) over the first shape's vocabulary.
+STEP_ROWS = 40
+#: Issue 53's targets, as the most time over cross-entropy's (log_softmax's for the step).
+TARGETS = {"sparsemax_loss": 2.0, "entmax15_loss": 2.0, "entmax_bisect_loss 1.3": 3.0,
+           "log entmax15 step": 1.5}
+
+
+def losses() -> Dict[str, Callable]:
+    """Every timed loss of ``(logits, target)``, cross-entropy first."""
+    found = {"cross_entropy": partial(torch.nn.functional.cross_entropy, reduction="sum"),
+             "sparsemax_loss": partial(L.sparsemax_loss, reduction="sum"),
+             "entmax15_loss": partial(L.entmax15_loss, reduction="sum"),
+             "entmax_bisect_loss 1.3": partial(L.entmax_bisect_loss, alpha=1.3,
+                                               reduction="sum")}
+    try:
+        import entmax
+    except ImportError:
+        return found
+    found["entmax package: entmax15_loss k=100"] = lambda x, y: entmax.entmax15_loss(
+        x, y, k=100).sum()
+    found["entmax package: sparsemax_loss k=100"] = lambda x, y: entmax.sparsemax_loss(
+        x, y, k=100).sum()
+    return found
+
+
+def steps() -> Dict[str, Callable]:
+    """A decoding step's log-probabilities: log_softmax first."""
+    return {"log_softmax step": partial(torch.log_softmax, dim=-1),
+            "log entmax15 step": lambda x: entmax_alpha(x, 1.5).log()}
+
+
+def logits_and_target(rows: int, vocabulary: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(rows, vocabulary, generator=generator),
+            torch.randint(0, vocabulary, (rows,), generator=generator))
+
+
+def fwd_bwd(loss: Callable, logits: torch.Tensor, target: torch.Tensor) -> None:
+    leaf = logits.detach().requires_grad_()
+    loss(leaf, target).backward()
+
+
+def time_shape(rows: int, vocabulary: int, rounds: int) -> Dict[str, dict]:
+    """Each loss's per-round ratio to cross-entropy's time."""
+    logits, target = logits_and_target(rows, vocabulary)
+    calls = {name: partial(fwd_bwd, loss, logits, target) for name, loss in losses().items()}
+    for call in calls.values():
+        call()
+    samples = interleaved_samples(calls, rounds)
+    base = samples["cross_entropy"]
+    return {name: dict(summary([t / b for t, b in zip(times, base)]),
+                       seconds=summary(times)) for name, times in samples.items()}
+
+
+def time_step(vocabulary: int, rounds: int) -> Dict[str, dict]:
+    logits, _ = logits_and_target(STEP_ROWS, vocabulary)
+    calls = {name: partial(step, logits) for name, step in steps().items()}
+    samples = interleaved_samples(calls, rounds, sample_s=0.05)
+    base = samples["log_softmax step"]
+    return {name: dict(summary([t / b for t, b in zip(times, base)]),
+                       seconds=summary(times)) for name, times in samples.items()}
+
+
+def peak_buffers(name: str, rows: int, vocabulary: int) -> float:
+    """What one forward + backward of loss ``name`` adds to a fresh process's resident peak,
+    in row-sized float32 buffers."""
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            f"import bench_output_layer as b; print(b.peak_in_process({name!r}, {rows}, "
+            f"{vocabulary}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def peak_in_process(name: str, rows: int, vocabulary: int) -> float:
+    torch.set_num_threads(1)
+    logits, target = logits_and_target(rows, vocabulary)
+    loss = losses()[name]
+    fwd_bwd(loss, logits[:8], target[:8])          # imports and first-call allocations
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    fwd_bwd(loss, logits, target)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (after - before) * 1024 / (rows * vocabulary * 4)
+
+
+def render(results: dict, command: str, rounds: int) -> str:
+    lines = ["# Sparse output layers against cross-entropy (cpu)", "",
+             provenance_header(command), __doc__.split("\n\n")[1].replace("\n", " "), "",
+             f"{rounds} interleaved rounds; ratios below 1 are faster than cross-entropy.", ""]
+    for threads, shapes in results.items():
+        lines += [f"## {threads} thread{'s' if threads != '1' else ''}", ""]
+        for shape, rows in shapes.items():
+            table = []
+            for name, row in rows.items():
+                if name in ("cross_entropy", "log_softmax step"):
+                    continue
+                target = TARGETS.get(name)
+                verdict = "" if target is None else (
+                    f"≤ {target:.1f} ({'met' if row['median'] <= target else 'missed'})")
+                peak = row.get("peak_buffers")
+                table.append([name, spread(row["rounds"]), verdict,
+                              "" if peak is None else f"{peak:.1f}"])
+            base = "log_softmax" if "step" in shape else "cross_entropy"
+            seconds = rows["log_softmax step" if "step" in shape else "cross_entropy"]
+            lines += [f"### {shape} ({base}: {seconds['seconds']['median'] * 1e3:.1f} ms)", "",
+                      markdown_table(["function", f"time ÷ {base}", "target",
+                                      "peak row-sized buffers"], table), ""]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = CommandParser(prog="bench_output_layer.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--shapes", default=",".join(f"{r}x{v}" for r, v in SHAPES))
+    args = parser.parse_args(argv)
+    try:
+        shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes.split(",")]
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        parser.error("--shapes takes ROWSxVOCABULARY,... and --threads numbers, e.g. 1,2")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: not a directory")
+    command = "python benchmarks/bench_output_layer.py " + " ".join(argv or sys.argv[1:])
+    results = {}
+    for count in threads:
+        torch.set_num_threads(count)
+        found = {}
+        for rows, vocabulary in shapes:
+            found[f"{rows} x {vocabulary}"] = time_shape(rows, vocabulary, args.repeats)
+            print(json.dumps({k: round(v["median"], 2) for k, v in
+                              found[f"{rows} x {vocabulary}"].items()}), flush=True)
+        found[f"decoding step {STEP_ROWS} x {shapes[0][1]}"] = time_step(shapes[0][1],
+                                                                         args.repeats)
+        results[str(count)] = found
+    first = results[str(threads[0])]
+    for rows, vocabulary in shapes:
+        for name, row in first[f"{rows} x {vocabulary}"].items():
+            row["peak_buffers"] = peak_buffers(name, rows, vocabulary)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out / "output_layer.json",
+                      {"command": command, "commit": git_commit(), "results": results})
+    write_text_atomic(args.out / "output_layer.md", render(results, command, args.repeats))
+    print(f"wrote {args.out / 'output_layer.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
