@@ -13,7 +13,6 @@ float32), each function in a fresh process.
 """
 
 import json
-import resource
 import subprocess
 import sys
 from functools import partial
@@ -26,8 +25,8 @@ from sparse_attn_experiments.provenance import git_commit, provenance_header
 from sparse_attn_experiments.timing import interleaved_samples, spread, summary
 from sparse_attn_plugin import losses as L
 from sparse_attn_plugin.command_line import CommandParser
+from sparse_attn_plugin.criterions.entmax_loss import OutputEntmax
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
-from sparse_attn_plugin.functional import entmax_alpha
 
 #: (rows, vocabulary): a Multi30k-sized batch and a WMT-sized one.
 SHAPES = ((1800, 9708), (4096, 32000))
@@ -57,9 +56,10 @@ def losses() -> Dict[str, Callable]:
 
 
 def steps() -> Dict[str, Callable]:
-    """A decoding step's log-probabilities: log_softmax first."""
+    """A decoding step's log-probabilities: log_softmax first, then what a model trained
+    with ``--criterion entmax_loss --loss-alpha 1.5`` decodes with."""
     return {"log_softmax step": partial(torch.log_softmax, dim=-1),
-            "log entmax15 step": lambda x: entmax_alpha(x, 1.5).log()}
+            "log entmax15 step": OutputEntmax(1.5).log_normalize}
 
 
 def logits_and_target(rows: int, vocabulary: int, seed: int = 0):
@@ -105,15 +105,22 @@ def peak_buffers(name: str, rows: int, vocabulary: int) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+def resident_peak_kb() -> int:
+    """This process's resident peak (Linux's ``VmHWM``: unlike ``ru_maxrss``, not inherited
+    from the parent that forked it)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("VmHWM:")))
+
+
 def peak_in_process(name: str, rows: int, vocabulary: int) -> float:
     torch.set_num_threads(1)
     logits, target = logits_and_target(rows, vocabulary)
     loss = losses()[name]
     fwd_bwd(loss, logits[:8], target[:8])          # imports and first-call allocations
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = resident_peak_kb()
     fwd_bwd(loss, logits, target)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return (after - before) * 1024 / (rows * vocabulary * 4)
+    return (resident_peak_kb() - before) * 1024 / (rows * vocabulary * 4)
 
 
 def render(results: dict, command: str, rounds: int) -> str:

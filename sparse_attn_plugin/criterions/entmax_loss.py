@@ -30,6 +30,8 @@ from torch import Tensor
 from ..errors import SettingsError
 from ..functional import entmax15, entmax_alpha, sparsemax
 from ..losses import entmax15_loss, entmax_bisect_loss, sparsemax_loss
+from ..normalizers.dispatch import long_rows
+from ..normalizers.entmax_partial import partial_sort_log_weights
 
 #: The criterion's name, and its flag's default.
 CRITERION = "entmax_loss"
@@ -74,6 +76,21 @@ class OutputEntmax:
     def normalize(self) -> Callable[[Tensor], Tensor]:
         """``z -> alpha-entmax(z)`` along the last dim."""
         return self._functions[0]
+
+    def log_normalize(self, logits: Tensor) -> Tensor:
+        """``log alpha-entmax(z)`` along the last dim, ``-inf`` where a token has probability
+        0: with no gradient wanted and over long rows (a beam's step over a vocabulary,
+        :func:`..normalizers.dispatch.long_rows`), from the supports of the partial sort; else
+        the logarithm of :attr:`normalize`'s weights, taken where they are not 0."""
+        wanted = torch.is_grad_enabled() and logits.requires_grad
+        if not wanted and self.impl in ("auto", "torch") and long_rows(logits) and \
+                bool(torch.isfinite(logits.amax(-1)).all()):
+            return partial_sort_log_weights(logits, self.alpha)
+        probs = self.normalize(logits)
+        if wanted:
+            return probs.log()
+        zero = probs == 0
+        return probs.masked_fill(zero, 1.0).log_().masked_fill_(zero, -math.inf)
 
     def loss(self, logits: Tensor, target: Tensor, ignore_index: int,
              reduction: str = "sum") -> Tensor:

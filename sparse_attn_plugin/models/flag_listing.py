@@ -1,6 +1,6 @@
 """``sparse-attn-flags ARCH``: the flags fairseq-train takes with
 ``--user-dir sparse_attn_plugin --arch ARCH``, with ``--task sparse_translation``'s and
-the fertility criterion's.
+our criteria's (the fertility loss's, and ``entmax_loss``'s ``--loss-alpha``).
 
 ``fairseq-train --help`` cannot list them: fairseq adds a model's, a task's and a
 criterion's flags to its parser only after a first parse has read ``--arch``, ``--task``
@@ -17,12 +17,13 @@ PROG = "sparse-attn-flags"
 
 
 def flag_groups(arch: str) -> argparse.ArgumentParser:
-    """A parser holding the flags of ``--arch arch``, of our task and of our criterion,
+    """A parser holding the flags of ``--arch arch``, of our task and of our criteria,
     each group as fairseq adds it."""
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.tasks import TASK_REGISTRY
 
+    from ..criterions.entmax_loss import CRITERION as ENTMAX_LOSS
     from ..criterions.fertility_loss import CRITERION, TASK
 
     parser = argparse.ArgumentParser(
@@ -30,7 +31,9 @@ def flag_groups(arch: str) -> argparse.ArgumentParser:
         usage="%(prog)s [FLAGS]", add_help=False, conflict_handler="resolve")
     ARCH_MODEL_REGISTRY[arch].add_args(parser.add_argument_group(f"--arch {arch}"))
     TASK_REGISTRY[TASK].add_args(parser.add_argument_group(f"--task {TASK}"))
-    CRITERION_REGISTRY[CRITERION].add_args(parser.add_argument_group(f"--criterion {CRITERION}"))
+    for criterion in (CRITERION, ENTMAX_LOSS):
+        CRITERION_REGISTRY[criterion].add_args(
+            parser.add_argument_group(f"--criterion {criterion}"))
     return parser
 
 

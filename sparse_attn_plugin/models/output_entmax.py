@@ -46,5 +46,7 @@ class OutputEntmaxMixin:
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         if self.output_entmax is None:
             return super().get_normalized_probs(net_output, log_probs, sample)
-        probs = self.output_entmax.normalize(net_output[0].float())
-        return probs.log() if log_probs else probs
+        logits = net_output[0].float()
+        if log_probs:
+            return self.output_entmax.log_normalize(logits)
+        return self.output_entmax.normalize(logits)

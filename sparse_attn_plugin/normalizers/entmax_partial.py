@@ -11,6 +11,7 @@ when the support is short, where a full sort costs ``V log V``. docs/methods.md,
 rows".
 """
 
+import math
 from functools import partial
 from typing import List, NamedTuple, Optional
 
@@ -63,10 +64,16 @@ def top_supports(scores: Tensor, alpha: float, k: int = FIRST_K) -> List[Support
     ``k`` largest entries, then ``GROWTH`` times more for the rows whose support reached that
     many, up to the whole row. Exact: each row's weights are those of the whole row."""
     k = check_count(k, "k", "the partial sort")
-    supports, rows = [], None
+    supports, rows = [], None                    # rows: those still to solve (None: all)
     while True:
         k = min(k, scores.size(-1))
-        top, index = scores.topk(k, -1)
+        if rows is None or 4 * rows.numel() > 3 * scores.size(0):
+            # most rows go on: reading every row costs less than copying them out
+            top, index = scores.topk(k, -1)
+            if rows is not None:
+                top, index = top[rows], index[rows]
+        else:
+            top, index = scores[rows].topk(k, -1)
         shifted = top - top[:, :1]
         p = _top_weights(shifted, alpha)
         if k == scores.size(-1) or not bool((longer := p[:, -1] > 0).any()):
@@ -74,7 +81,7 @@ def top_supports(scores: Tensor, alpha: float, k: int = FIRST_K) -> List[Support
         kept = ~longer
         if bool(kept.any()):
             supports.append(Support(_select(rows, kept), index[kept], shifted[kept], p[kept]))
-        rows, scores = _select(rows, longer), scores[longer]
+        rows = _select(rows, longer)
         k *= GROWTH
 
 
@@ -84,11 +91,15 @@ def _select(rows: Optional[Tensor], which: Tensor) -> Tensor:
     return picked if rows is None else rows[picked]
 
 
-def scatter_weights(supports: List[Support], shape, scale: Optional[Tensor] = None) -> Tensor:
+def scatter_weights(supports: List[Support], shape, scale: Optional[Tensor] = None,
+                    log: bool = False) -> Tensor:
     """The dense weights ``(N, V)`` of ``supports`` (zeros off them), each row times its
-    ``scale`` ``(N,)`` if given."""
-    weights = supports[0].p.new_zeros(shape)
+    ``scale`` ``(N,)`` if given; or, ``log``, their logarithms (``-inf`` off them), taken on
+    the supports alone (a logarithm of 0 is slow on a CPU)."""
+    weights = supports[0].p.new_full(shape, -math.inf if log else 0.0)
     for rows, index, _, p in supports:
+        if log:
+            p = p.log()
         if scale is not None:
             p = p * (scale if rows is None else scale[rows]).unsqueeze(-1).to(p.dtype)
         if rows is None:
@@ -118,6 +129,15 @@ def partial_sort_solve(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor
     :func:`top_supports`; no graph."""
     rows = scores.reshape(-1, scores.size(-1))
     return scatter_weights(top_supports(rows, alpha, k), rows.shape).view_as(scores)
+
+
+@torch.no_grad()
+def partial_sort_log_weights(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:
+    """``log alpha-entmax`` (``-inf`` off the support) over the last dim of float32/float64
+    scores whose rows each have a finite maximum, by :func:`top_supports`; no graph: what a
+    decoding step over a vocabulary needs."""
+    rows = scores.reshape(-1, scores.size(-1))
+    return scatter_weights(top_supports(rows, alpha, k), rows.shape, log=True).view_as(scores)
 
 
 def partial_sort_entmax(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:

@@ -32,7 +32,7 @@ def test_every_loss_has_its_rounds_ratio_and_peak(record):
     bench = load_benchmark("bench_output_layer")
     rows = record["64 x 1100"]
     assert set(bench.losses()) == set(rows)
-    for name, row in rows.items():
+    for row in rows.values():
         assert len(row["rounds"]) == 2 and row["min"] <= row["median"] <= row["max"]
         assert row["peak_buffers"] >= 0
     assert rows["cross_entropy"]["median"] == 1.0

@@ -100,17 +100,18 @@ def test_score_bad_input(texts, args, message):
 
 # -- sparse-attn-flags -------------------------------------------------------------------------
 def test_flags_lists_what_fairseq_train_help_cannot():
-    """``fairseq-train --help`` cannot show a model's flags (fairseq adds them after a
-    first parse that --help ends); ``sparse-attn-flags ARCH`` lists the architecture's,
-    --task sparse_translation's and the fertility criterion's."""
+    """``fairseq-train --help`` cannot show a model's or a criterion's flags (fairseq adds
+    them after a first parse that --help ends); ``sparse-attn-flags ARCH`` lists the
+    architecture's, --task sparse_translation's and our criteria's."""
     helped = command([BIN / "fairseq-train", "--user-dir", REPO / "sparse_attn_plugin",
-                      "--arch", "sparse_transformer", "--help"])
-    assert "--attn-fn" not in helped.stdout
+                      "--arch", "sparse_transformer", "--criterion", "entmax_loss", "--help"])
+    assert "--attn-fn" not in helped.stdout and "--loss-alpha" not in helped.stdout
     listed = {arch: " ".join(succeeded(script("sparse-attn-flags", arch)).split())
               for arch in ("sparse_transformer", "sparse_lstm")}
     for flag in ("--attn-fn NAME", "--decoder-cross-attn-fn NAME", "--attn-impl IMPL",
                  "--fertility-value F", "--sink-token", "--encoder-layers",
-                 "--coverage-penalty-beta", "--fertility-loss-weight"):
+                 "--coverage-penalty-beta", "--fertility-loss-weight",
+                 "--criterion entmax_loss: --loss-alpha LOSS_ALPHA alpha of the output's"):
         assert flag in listed["sparse_transformer"], flag
     assert ("--attn-fn NAME attention normaliser: softmax, topk, sparsemax, entmax15, "
             "entmax_alpha, csoftmax, csparsemax (default softmax)") in listed["sparse_lstm"]

@@ -174,6 +174,26 @@ def test_decoding_is_log_entmax_with_exact_zeros(synthetic_bin, arch, alpha):
     torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:-1]))
 
 
+@pytest.mark.parametrize("alpha", [2.0, 1.5, 1.3])
+def test_a_beam_step_over_a_vocabulary_logs_the_supports_alone(alpha):
+    """Over long rows with no gradient wanted, log_normalize reads the partial sort's
+    supports (no logarithm of 0): the same log-probabilities as the weights' logarithm
+    where they are not 0, -inf elsewhere; a NaN row stays NaN; with a gradient wanted it is
+    the logarithm of the weights, as before, with its graph."""
+    output = OutputEntmax(alpha)
+    logits = torch.randn(32, 9000) * 3
+    assert logits.numel() >= 1 << 18
+    expected = output.normalize(logits).log()
+    got = output.log_normalize(logits)
+    assert torch.equal(torch.isneginf(got), torch.isneginf(expected))
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+    logits[3, 5] = math.nan
+    assert output.log_normalize(logits).isnan().any(-1).tolist() == [i == 3 for i in range(32)]
+    leaf = logits[:2].clone().requires_grad_()
+    lprobs = output.log_normalize(leaf)
+    assert lprobs.requires_grad and torch.equal(lprobs, output.normalize(leaf).log())
+
+
 @pytest.mark.parametrize("flags", [[], ["--criterion", "label_smoothed_cross_entropy",
                                         "--label-smoothing", "0.1"]],
                          ids=["cross_entropy", "label_smoothed"])
