@@ -87,6 +87,8 @@ bench: install
 	$(BIN)/python benchmarks/bench_hard_attention.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_decode_ops.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_output_layer.py --out $(PUBLISH)/bench
+	$(BIN)/python -m sparse_attn_data.multi30k_de_en --raw-dir ../shared/realdata/multi30k/raw
+	$(BIN)/python benchmarks/bench_entmax_loss_training.py --data data-bin/multi30k_de_en --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_constrained.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_metrics.py --out $(PUBLISH)/bench
 	$(BIN)/python benchmarks/bench_data_prep.py --out $(PUBLISH)/bench

@@ -13,7 +13,7 @@ rows".
 
 import math
 from functools import partial
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -147,12 +147,16 @@ def partial_sort_solve(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor
 
 
 @torch.no_grad()
-def partial_sort_log_weights(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:
+def partial_sort_log_weights(scores: Tensor, alpha: float,
+                             k: int = FIRST_K) -> Tuple[Tensor, int]:
     """``log alpha-entmax`` (``-inf`` off the support) over the last dim of float32/float64
-    scores whose rows each have a finite maximum, by :func:`top_supports`; no graph: what a
-    decoding step over a vocabulary needs."""
+    scores whose rows each have a finite maximum, by :func:`top_supports`, and the longest
+    support (a first ``k`` for a next call like this one); no graph: what a decoding step
+    over a vocabulary needs."""
     rows = scores.reshape(-1, scores.size(-1))
-    return scatter_weights(top_supports(rows, alpha, k), rows.shape, log=True).view_as(scores)
+    supports = top_supports(rows, alpha, k)
+    longest = max(int((support.p > 0).sum(-1).max()) for support in supports)
+    return scatter_weights(supports, rows.shape, log=True).view_as(scores), longest
 
 
 def partial_sort_entmax(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:

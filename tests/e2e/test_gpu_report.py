@@ -131,7 +131,8 @@ def test_render_writes_the_readme_again_from_the_report_and_junit_files(rehearsa
 def test_commit_names_the_files_that_ran_where_git_metadata_cannot(tmp_path):
     out = tmp_path / "gpu"
     done = gpu_report("run", "--out", out, "--rehearse", "--commit", "6a5a337",
-                      "--part-budget", "kernels=1,decode_ops=1,end_to_end=1,hard_attention=1,fairseq=1")
+                      "--part-budget",
+                      "kernels=1,decode_ops=1,end_to_end=1,hard_attention=1,fairseq=1")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((out / "report.json").read_text())["environment"]["commit"] == "6a5a337"
     assert "- commit: `6a5a337`" in (out / "README.md").read_text()
