@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from .functional import entmax15, entmax_alpha, sparsemax
 from .normalizers.base import at_least_float32, check_count, check_impl, check_scores
 from .normalizers.dispatch import long_rows
-from .normalizers.entmax_partial import FIRST_K, row_sums, scatter_weights, top_supports
+from .normalizers.entmax_partial import row_sums, scatter_weights, top_supports
 from .normalizers.normmax import alpha_norm, check_alpha, normmax
 
 __all__ = ["Entmax15Loss", "EntmaxBisectLoss", "NormmaxLoss", "SparsemaxBisectLoss",
@@ -176,7 +176,7 @@ def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tenso
     if _by_support(scores, alpha, impl, k):
         rows, targets = scores.reshape(-1, scores.size(-1)), safe_target.reshape(-1).long()
         losses = _SupportFenchelYoung.apply(rows, targets, float(alpha),
-                                            k or FIRST_K).view(target.shape)
+                                            k).view(target.shape)
     else:
         losses = _FenchelYoung.apply(scores, safe_target, normalize, entropy)
     losses = torch.where(counted, losses, torch.zeros_like(losses))
@@ -195,7 +195,7 @@ def sparsemax_loss(X: Tensor, target: Tensor, *, ignore_index: int = -100,
     integer ``target`` (...). ``reduction``: ``none`` (per row, the entmax package's
     function), ``sum`` or ``elementwise_mean``; ``impl`` as in :mod:`.functional`; ``k``: the
     partial sort's first guess at the support (exact whatever it is; by default the partial
-    sort runs over long rows only, from :data:`.normalizers.entmax_partial.FIRST_K`)."""
+    sort runs over long rows only, from :func:`.normalizers.entmax_partial.first_k`)."""
     return _loss(partial(sparsemax, impl=impl), partial(_tsallis_entropy, alpha=2.0), X, target,
                  ignore_index, reduction, "sparsemax_loss", 2.0, impl, k)
 

@@ -31,7 +31,7 @@ from ..errors import SettingsError
 from ..functional import entmax15, entmax_alpha, sparsemax
 from ..losses import entmax15_loss, entmax_bisect_loss, sparsemax_loss
 from ..normalizers.dispatch import long_rows
-from ..normalizers.entmax_partial import FIRST_K, partial_sort_log_weights
+from ..normalizers.entmax_partial import partial_sort_log_weights
 
 #: The criterion's name, and its flag's default.
 CRITERION = "entmax_loss"
@@ -63,9 +63,10 @@ class OutputEntmax:
 
     alpha: float
     impl: str = "auto"
-    #: The partial sort's first k at the next decoding step: twice the longest support of
-    #: the last (a guess that saves reading the rows again; exact whatever it is).
-    next_k: List[int] = field(default_factory=lambda: [FIRST_K], compare=False, repr=False)
+    #: The partial sort's first k at the next decoding step: 1.5 times the longest support
+    #: of the last (a guess that saves reading the rows again; exact whatever it is).
+    next_k: List[Optional[int]] = field(default_factory=lambda: [None], compare=False,
+                                        repr=False)
 
     @cached_property
     def _functions(self):

@@ -86,10 +86,14 @@ def _entmax_alpha(max_iter: int) -> Implementations:
 
 
 def _partial_above_one(scores: Tensor, alpha) -> Optional[str]:
-    """:func:`.dispatch.partial_for_one_alpha`, for one alpha above 1 (below it no entry is
-    ever left out, so there is nothing to sort)."""
-    one_number = not isinstance(alpha, Tensor)
-    return partial_for_one_alpha(scores, alpha) if one_number and alpha > 1 else None
+    """:func:`.dispatch.partial_for_one_alpha` for one alpha above 1 (below it no entry is
+    ever left out, so there is nothing to sort), and on a CPU for any row above 2, whose
+    supports are a few entries: the bracketed solver then works on those alone."""
+    if isinstance(alpha, Tensor) or alpha <= 1:
+        return None
+    if alpha > 2 and not scores.is_cuda:
+        return "partial sort"
+    return partial_for_one_alpha(scores, alpha)
 
 
 #: The implementations ``--attn-impl`` picks among for alpha outside (1, 2]: the bracketed

@@ -25,8 +25,8 @@ from .entmax_newton import entmax_threshold
 from .sorted_threshold import sparsemax_tau_of_sorted, threshold_of_sorted
 
 #: The first ``k`` when the caller gives none: the supports of trained output layers are
-#: shorter (docs/methods.md, "Long rows").
-FIRST_K = 64
+#: shorter (docs/methods.md, "Long rows"); above alpha 2, a few entries (``FIRST_K_ABOVE_2``).
+FIRST_K, FIRST_K_ABOVE_2 = 64, 4
 #: How much ``k`` grows each time a row's support reaches it: ``topk`` costs about ``V log
 #: k`` a row, so a large step wastes little.
 GROWTH = 8
@@ -71,12 +71,18 @@ def _reaches_last(shifted: Tensor, alpha: float) -> Tensor:
     return gaps.sum(-1) < 1
 
 
-def top_supports(scores: Tensor, alpha: float, k: int = FIRST_K) -> List[Support]:
+def first_k(alpha: float) -> int:
+    """The partial sort's first ``k`` at ``alpha`` when the caller gives none."""
+    return FIRST_K_ABOVE_2 if alpha > 2 else FIRST_K
+
+
+def top_supports(scores: Tensor, alpha: float, k: Optional[int] = None) -> List[Support]:
     """The supports of alpha-entmax (a number > 1) of rows ``scores`` ``(N, V)`` (float32 or
     float64, each with a finite maximum; ``-inf`` allowed elsewhere), found among each row's
     ``k`` largest entries, then ``GROWTH`` times more for the rows whose support reached that
-    many, up to the whole row. Exact: each row's weights are those of the whole row."""
-    k = check_count(k, "k", "the partial sort")
+    many, up to the whole row (``k``: :func:`first_k` if not given). Exact: each row's
+    weights are those of the whole row."""
+    k = first_k(alpha) if k is None else check_count(k, "k", "the partial sort")
     supports, rows = [], None                    # rows: those still to solve (None: all)
     while True:
         k = min(k, scores.size(-1))
@@ -138,7 +144,7 @@ def row_sums(supports: List[Support], terms, rows: int) -> Tensor:
 
 
 @torch.no_grad()
-def partial_sort_solve(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:
+def partial_sort_solve(scores: Tensor, alpha: float, k: Optional[int] = None) -> Tensor:
     """alpha-entmax (a number > 1) over the last dim of float32/float64 scores whose rows each
     have a finite maximum (:func:`.base.guarded` sees to the others), by
     :func:`top_supports`; no graph."""
@@ -148,7 +154,7 @@ def partial_sort_solve(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor
 
 @torch.no_grad()
 def partial_sort_log_weights(scores: Tensor, alpha: float,
-                             k: int = FIRST_K) -> Tuple[Tensor, int]:
+                             k: Optional[int] = None) -> Tuple[Tensor, int]:
     """``log alpha-entmax`` (``-inf`` off the support) over the last dim of float32/float64
     scores whose rows each have a finite maximum, by :func:`top_supports`, and the longest
     support (a first ``k`` for a next call like this one); no graph: what a decoding step
@@ -159,10 +165,10 @@ def partial_sort_log_weights(scores: Tensor, alpha: float,
     return scatter_weights(supports, rows.shape, log=True).view_as(scores), longest
 
 
-def partial_sort_entmax(scores: Tensor, alpha: float, k: int = FIRST_K) -> Tensor:
+def partial_sort_entmax(scores: Tensor, alpha: float, k: Optional[int] = None) -> Tensor:
     """alpha-entmax (a number > 1) over the last dim of float32/float64 scores by the partial
-    sort from ``k``, guarded (:func:`.base.guarded`), with :mod:`.entmax_grad`'s closed-form
-    gradients."""
+    sort from ``k`` (:func:`first_k` if not given), guarded (:func:`.base.guarded`), with
+    :mod:`.entmax_grad`'s closed-form gradients."""
     def solve(rows: Tensor, alpha: float):
         return guarded(partial(partial_sort_solve, alpha=alpha, k=k), rows), None
     return entmax_function(scores, float(alpha), solve)

@@ -23,12 +23,16 @@ def test_quick_run_writes_every_function_with_its_spread(tmp_path):
     rows, cols = bench.QUICK_SHAPE
     assert set(record["time_ratio_per_round"]) == {f"{layer} {rows}x{cols}"
                                                    for layer, *_ in bench.SHAPES}
-    for by_name in record["time_ratio_per_round"].values():
-        assert set(by_name) == set(bench.FUNCTIONS)
-        for ratios in by_name.values():
+    labels = [label for label, _, _ in bench.CASES]
+    assert {name for _, name, _ in bench.CASES} == set(bench.FUNCTIONS)
+    assert {"entmax_bisect alpha 3", "entmax_bisect alpha 5"} <= set(labels)   # above 2 too
+    for by_label in record["time_ratio_per_round"].values():
+        assert set(by_label) == set(labels)
+        for ratios in by_label.values():
             assert len(ratios) == 2 and all(math.isfinite(r) and r > 0 for r in ratios)
     for name in bench.FUNCTIONS:
-        assert f"| `entmax.{name}` |" in md
+        assert f"| `entmax.{name}`" in md
+    assert "| `entmax.entmax_bisect` alpha 5 |" in md
 
 
 def test_half_precision_or_one_round_is_refused_in_one_line(tmp_path):

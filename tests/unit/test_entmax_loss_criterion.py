@@ -178,7 +178,7 @@ def test_decoding_is_log_entmax_with_exact_zeros(synthetic_bin, arch, alpha):
 def test_a_beam_step_over_a_vocabulary_logs_the_supports_alone(alpha):
     """Over long rows with no gradient wanted, log_normalize reads the partial sort's
     supports (no logarithm of 0): the same log-probabilities as the weights' logarithm
-    where they are not 0, -inf elsewhere, whatever the first k it starts from (twice the
+    where they are not 0, -inf elsewhere, whatever the first k it starts from (more than the
     last step's longest support); a NaN row stays NaN; with a gradient wanted it is the
     logarithm of the weights, as before, with its graph."""
     output = OutputEntmax(alpha)
@@ -195,7 +195,7 @@ def test_a_beam_step_over_a_vocabulary_logs_the_supports_alone(alpha):
         assert torch.equal(torch.isneginf(again), torch.isneginf(got[:30]))
         torch.testing.assert_close(again, got[:30], rtol=1e-4, atol=1e-5)
         longest = int((expected[:30] > -math.inf).sum(-1).max())
-        assert output.next_k[0] == max(8, 2 * longest)
+        assert output.next_k[0] > longest and output.next_k[0] >= 8   # one topk next time
     logits[3, 5] = math.nan
     assert output.log_normalize(logits).isnan().any(-1).tolist() == [i == 3 for i in range(32)]
     leaf = logits[:2].clone().requires_grad_()
