@@ -112,7 +112,7 @@ def _inner(residual: Tensor, scores: Tensor) -> Tensor:
     sum is shift-invariant, so large offsets cost no precision) and the entries where
     ``p - e_y`` is 0, ``-inf`` masks among them, left out."""
     top = scores.amax(-1, keepdim=True)
-    shifted = scores - torch.where(top.isfinite(), top, torch.zeros_like(top))
+    shifted = scores - top.nan_to_num(0.0, 0.0, 0.0)     # a row's maximum, 0 if not finite
     products = torch.where(residual == 0, torch.zeros_like(residual), residual * shifted)
     return products.sum(-1)
 

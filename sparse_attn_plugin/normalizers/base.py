@@ -53,12 +53,12 @@ def guarded(normalize: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
     NaN or ``+inf`` score, whatever ``normalize`` would make of them."""
     scores = at_least_float32(scores)
     top = scores.amax(dim=-1, keepdim=True)
-    special = ~torch.isfinite(top)
     # Such rows are rare (fairseq's masks never make one), so on the CPU the copies are
-    # skipped when there is none; on a GPU the check would stall the stream, so the
-    # guard always runs there.
-    if not (scores.is_cuda or bool(special.any())):
+    # skipped when there is none (max - max is 0 on a finite row only); on a GPU the check
+    # would stall the stream, so the guard always runs there.
+    if not scores.is_cuda and bool((top - top).eq(0).all()):
         return normalize(scores)
+    special = ~torch.isfinite(top)
     empty = torch.isneginf(top)
     weights = normalize(scores.masked_fill(special, 0.0)).masked_fill(empty, 0.0)
     # NaN on the invalid rows, whose gradient is NaN there and 0 (not 0 * NaN) elsewhere

@@ -56,8 +56,8 @@ def by_sort(algorithm: Callable[..., Tensor], alpha: float) -> Callable[[Tensor]
     """A sort-based ``algorithm`` of :mod:`.entmax_sort` (alpha-entmax at ``alpha``) over the
     last dim, guarded (:func:`.base.guarded`), with :mod:`.entmax_grad`'s closed-form gradients
     (twice differentiable, NaN rows kept NaN)."""
-    def solve(scores: Tensor, _alpha: float):
-        return guarded(partial(algorithm, dim=-1), scores), None
+    def solve(scores: Tensor, _alpha: float):     # the guard fills empty rows itself
+        return guarded(partial(algorithm, dim=-1, empty_rows=False), scores), None
     return partial(entmax_function, alpha=alpha, solve=solve)
 
 
