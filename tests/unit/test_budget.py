@@ -181,3 +181,31 @@ def test_contract_over_shapes_dims_dtypes_offsets_masks_and_non_finite(
 
 def test_an_empty_dim_gives_empty_weights():
     assert budget_sparsemax(torch.empty(3, 0), 2.0).shape == (3, 0)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.3, 5.0])
+@pytest.mark.parametrize("budget", [0.5, 2.0, 7.5, 40.0])
+def test_rows_longer_than_their_support_are_solved_from_their_largest_entries(scale, budget):
+    """Rows of 300 entries: the threshold from the largest few (grown where the weights
+    reach past them, as at scale 1e-3, where every entry is free) is the whole row's,
+    weights and gradients, against one sort of every point and the bisection reference."""
+    from sparse_attn_plugin.normalizers import budget as module
+
+    x = contract.seeded_scores(rows=6, size=300, seed=5, scale=scale)
+    x[0, :100] = -math.inf
+    shifted = x - x.amax(-1, keepdim=True)
+    b = torch.full((6, 1), budget, dtype=x.dtype)
+    tau = module._budget_threshold_of_top(shifted, b, 4)
+    torch.testing.assert_close(tau, module._budget_threshold(shifted, b), rtol=0, atol=1e-12)
+    leaf = x.clone().requires_grad_()
+    p = budget_sparsemax(leaf, budget)
+    reference = np.concatenate([np.zeros((1, 100)), bisection_reference(x[:1, 100:].numpy(),
+                                                                         budget)], 1)
+    reference = np.concatenate([reference, bisection_reference(x[1:].numpy(), budget)])
+    np.testing.assert_allclose(p.detach().numpy(), reference, rtol=0, atol=1e-12)
+    g = contract.seeded_scores(rows=6, size=300, seed=6)
+    (p * g).sum().backward()
+    free = (p > 0) & (p < 1)
+    expected = torch.where(free, g - (g * free).sum(-1, keepdim=True) / free.sum(-1, keepdim=True),
+                           torch.zeros_like(g))
+    torch.testing.assert_close(leaf.grad, expected, rtol=0, atol=1e-12)
