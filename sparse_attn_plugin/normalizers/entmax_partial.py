@@ -19,7 +19,6 @@ import torch
 from torch import Tensor
 
 from .base import check_count, guarded
-from .entmax_general import entmax_general
 from .entmax_grad import entmax_function
 from .entmax_newton import entmax_threshold
 from .sorted_threshold import sparsemax_tau_of_sorted, threshold_of_sorted
@@ -46,9 +45,9 @@ class Support(NamedTuple):
 def _top_weights(shifted: Tensor, alpha: float) -> Tensor:
     """alpha-entmax weights of rows ``shifted = s - max s`` sorted descending (``-inf``
     allowed after the first entry), as if they were the whole row."""
-    if alpha > 2.0:
-        return entmax_general(shifted, alpha)[0]
     x = shifted if alpha == 2.0 else shifted * (alpha - 1)
+    if alpha > 2.0:
+        return _weights_above_two(x, 1 / (alpha - 1))
     if alpha == 2.0:
         return (x - sparsemax_tau_of_sorted(x)).clamp_min(0)
     if alpha == 1.5:
@@ -57,6 +56,40 @@ def _top_weights(shifted: Tensor, alpha: float) -> Tensor:
     u, ur1 = entmax_threshold(x, 1 / (alpha - 1))
     p = ur1 * u
     return p / p.sum(-1, keepdim=True)
+
+
+def _weights_above_two(x: Tensor, r: float, tol: float = 1e-14, max_steps: int = 50) -> Tensor:
+    """Weights ``(x_j - tau)_+^r`` summing to 1 over rows ``x`` sorted descending with
+    ``x_1 = 0`` (``-inf`` allowed after it), for ``0 < r < 1`` (alpha above 2), solved in
+    float64. The support is read off ``F(x_j) = sum_i (x_i - x_j)_+^r`` (below 1 exactly
+    for its ``s`` entries). On it the unknown is the last entry's weight ``w = (x_s -
+    tau)^r``: with ``d_i = x_i - x_s`` and ``v = w^(1/r)``, ``Psi(w) = sum_i (d_i + v)^r - 1``
+    rises from ``F(x_s) - 1 < 0`` at 0 with a slope ``sum_i (v / (d_i + v))^(1 - r)`` between
+    1 and ``s``: no infinite slope where the last entry leaves the support, as ``tau`` has,
+    so Newton steps (bisecting where one leaves ``[0, 1]``) converge in a few."""
+    given = x.dtype
+    x = x.double()
+    width = x.size(-1)
+    gaps = (x.unsqueeze(-1) - x.unsqueeze(-2)).clamp_min(0)     # x_i - x_j, NaN at -inf
+    support = (gaps.pow(r).sum(-2) < 1).sum(-1, keepdim=True)    # F(x_1) = 0: at least 1
+    on = torch.arange(width, device=x.device) < support
+    d = torch.where(on, x - x.gather(-1, support - 1), 0.0)
+    w, lo, hi = torch.zeros_like(d[..., :1]), torch.zeros_like(d[..., :1]), torch.ones_like(
+        d[..., :1])
+    for _ in range(max_steps):
+        v = w.pow(1 / r)
+        excess = torch.where(on, (d + v).pow(r), 0.0).sum(-1, keepdim=True) - 1
+        if bool((excess.abs() <= tol).all()):
+            break
+        below = excess < 0
+        lo, hi = torch.where(below, w, lo), torch.where(below, hi, w)
+        ratio = torch.where(d == 0, 1.0, v / (d + v))
+        slope = torch.where(on, ratio.pow(1 - r), 0.0).sum(-1, keepdim=True)
+        newton = w - excess / slope
+        step = torch.where((newton >= lo) & (newton <= hi), newton, (lo + hi) / 2)
+        w = torch.where(excess.abs() <= tol, w, step)      # a solved row stays
+    p = torch.where(on, (d + w.pow(1 / r)).pow(r), 0.0)
+    return (p / p.sum(-1, keepdim=True)).to(given)
 
 
 def _reaches_last(shifted: Tensor, alpha: float) -> Tensor:
