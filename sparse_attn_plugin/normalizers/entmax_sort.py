@@ -61,20 +61,17 @@ def _sort_solve(scores: Tensor, alpha: float, dim: int, k: Optional[int],
     return p if dim in (-1, p.dim() - 1) else p.movedim(-1, dim)
 
 
-def sparsemax_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None,
-                   empty_rows: bool = True) -> Tensor:
+def sparsemax_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
     """sparsemax of float32/float64 ``scores`` along ``dim`` by the sort, with no graph
     (:func:`.entmax_family.by_sort` gives it gradients). ``k``: the partial sort from the
-    ``k`` largest (:mod:`.entmax_partial`), exact whatever ``k``. ``empty_rows=False``
-    leaves rows with every entry ``-inf`` unfilled, for a caller that fills them."""
-    return _sort_solve(scores, 2.0, dim, k, empty_rows)
+    ``k`` largest (:mod:`.entmax_partial`), exact whatever ``k``."""
+    return _sort_solve(scores, 2.0, dim, k)
 
 
-def entmax15_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None,
-                  empty_rows: bool = True) -> Tensor:
+def entmax15_sort(scores: Tensor, dim: int = -1, k: Optional[int] = None) -> Tensor:
     """1.5-entmax of float32/float64 ``scores`` along ``dim`` by the sort, as
-    :func:`sparsemax_sort` (no graph; ``k`` and ``empty_rows`` the same)."""
-    return _sort_solve(scores, 1.5, dim, k, empty_rows)
+    :func:`sparsemax_sort` (no graph; ``k`` the same)."""
+    return _sort_solve(scores, 1.5, dim, k)
 
 
 def sorted_step(scores: Tensor, alpha: float) -> Tensor:
