@@ -14,7 +14,7 @@ names and signatures are the entmax package's (``normmax_loss`` is its
 """
 
 from functools import partial
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -117,10 +117,12 @@ def _inner(residual: Tensor, scores: Tensor) -> Tensor:
     return products.sum(-1)
 
 
-def _check_target(scores: Tensor, target: Tensor, ignore_index: int, name: str) -> Tensor:
-    """Which rows count (``target != ignore_index``); a one-line error unless ``target`` is an
-    integer tensor of ``scores``' shape less the last dim, each counted entry a class
-    (reads the targets back, which waits for a GPU)."""
+def _check_target(scores: Tensor, target: Tensor, ignore_index: int,
+                  name: str) -> Tuple[Tensor, Tensor]:
+    """Which rows are left out (``target == ignore_index``) and the targets with 0 there; a
+    one-line error unless ``target`` is an integer tensor of ``scores``' shape less the last
+    dim, each counted entry a class (reads the targets' extremes back, which waits for a
+    GPU)."""
     if not isinstance(target, Tensor) or target.is_floating_point() or \
             target.is_complex() or target.dtype == torch.bool:
         got = target.dtype if isinstance(target, Tensor) else type(target).__name__
@@ -128,13 +130,14 @@ def _check_target(scores: Tensor, target: Tensor, ignore_index: int, name: str) 
     if scores.dim() == 0 or target.shape != scores.shape[:-1]:
         raise ValueError(f"{name}: target of shape {tuple(target.shape)} must be the scores' "
                          f"shape {tuple(scores.shape)} without the last (class) dim")
-    counted = target != ignore_index
+    ignored = target == ignore_index
+    safe = target.masked_fill(ignored, 0)
     classes = scores.size(-1)
-    outside = counted & ((target < 0) | (target >= classes))
-    if outside.any():
+    if safe.numel() and not 0 <= int(safe.min()) <= int(safe.max()) < classes:
+        outside = ~ignored & ((target < 0) | (target >= classes))
         raise ValueError(f"{name}: target {target[outside][0].item()} is not a class index in "
                          f"[0, {classes}) nor ignore_index {ignore_index}")
-    return counted
+    return ignored, safe
 
 
 def _check_reduction(reduction: str, name: str) -> str:
@@ -171,19 +174,18 @@ def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tenso
     check_impl(impl)
     if k is not None:
         k = check_count(k, "k", name)
-    counted = _check_target(scores, target, ignore_index, name)
-    safe_target = target.masked_fill(~counted, 0)
+    ignored, safe_target = _check_target(scores, target, ignore_index, name)
     if _by_support(scores, alpha, impl, k):
         rows, targets = scores.reshape(-1, scores.size(-1)), safe_target.reshape(-1).long()
         losses = _SupportFenchelYoung.apply(rows, targets, float(alpha),
                                             k).view(target.shape)
     else:
         losses = _FenchelYoung.apply(scores, safe_target, normalize, entropy)
-    losses = torch.where(counted, losses, torch.zeros_like(losses))
+    losses = losses.masked_fill(ignored, 0.0)
     if reduction == "sum":
         return losses.sum()
     if reduction == "elementwise_mean":
-        return losses.sum() / counted.sum()
+        return losses.sum() / (~ignored).sum()
     return losses
 
 
