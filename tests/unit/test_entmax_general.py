@@ -97,7 +97,8 @@ def test_large_alphas_agree_to_their_conditioning(alpha):
 
 @pytest.mark.parametrize("alpha", [0.2, 0.75, 1.0, 1.5, 2.25, 3.0])
 def test_gradcheck_in_the_scores_and_a_scalar_alpha(alpha):
-    scores = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    scores = torch.randn(4, 6, dtype=torch.float64,      # seeded: away from the kinks
+                         generator=torch.Generator().manual_seed(2)).requires_grad_()
     a = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
     assert gradcheck(lambda s, a: F.entmax_alpha(s, a), (scores, a), eps=1e-5, atol=1e-5)
 
@@ -172,6 +173,10 @@ def test_the_fused_kernels_run_and_match_the_eager_solver(impl, kernel):
                               equal_nan=True)
     alphas = torch.tensor([[0.3], [1.0], [1.7], [2.5], [6.0]], dtype=torch.float64,
                           requires_grad=True)
-    rows = torch.randn(5, 9, dtype=torch.float64, requires_grad=True)
+    # seeded: from the global generator, the rows depended on the tests run before, and
+    # some draws (seed 5 here) put an entry within eps of where the support changes, where
+    # a finite difference is not the derivative
+    rows = torch.randn(5, 9, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(1)).requires_grad_()
     assert gradcheck(lambda s, a: F.entmax_alpha(s, a, impl=impl), (rows, alphas),
                      eps=1e-5, atol=1e-5)
