@@ -6,9 +6,9 @@ threshold of the ``k`` largest (``torch.topk``) is the row's exactly when the ``
 them is outside that threshold's support; the rows where it is not try again with ``8k``
 (the entmax package's ``k``, grown; the whole row sorted at the end). Each try solves
 only ``k`` entries (closed form at alpha 2 and 1.5, :mod:`.entmax_newton` in (1, 2),
-:mod:`.entmax_general` above 2), so a row of ``V`` costs one ``topk`` and one scatter
-when the support is short, where a full sort costs ``V log V``. docs/methods.md, "Long
-rows".
+above 2 Newton steps on the last support entry's weight, :func:`_weights_above_two`), so a
+row of ``V`` costs one ``topk`` and one scatter when the support is short, where a full
+sort costs ``V log V``. docs/methods.md, "Long rows".
 """
 
 import math
