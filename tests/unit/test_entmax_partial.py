@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from sparse_attn_plugin import entmax_compat
 from sparse_attn_plugin import functional as F
 from sparse_attn_plugin import losses as L
+from sparse_attn_plugin.normalizers.entmax_general import entmax_general
 from sparse_attn_plugin.normalizers.entmax_partial import (
     GROWTH,
     partial_sort_entmax,
@@ -28,7 +29,11 @@ NEG_INF = float("-inf")
 
 
 def dense(scores: torch.Tensor, alpha: float) -> torch.Tensor:
-    """The weights by the full solvers (short rows never take the partial sort)."""
+    """The weights by the full solvers over whole rows: the Newton solver or the sort in
+    (1, 2] (short rows never take the partial sort), the bracketed solver above 2 (where
+    the eager rule itself takes the partial sort, so it would be no reference)."""
+    if alpha > 2:
+        return entmax_general(scores, alpha)[0]
     return F.entmax_alpha(scores, alpha, impl="torch")
 
 
@@ -130,6 +135,22 @@ LOSSES = {2.0: lambda x, y, **kw: L.sparsemax_loss(x, y, **kw),
           3.0: lambda x, y, **kw: L.entmax_bisect_loss(x, y, 3.0, **kw)}
 
 
+def reference_loss(scores, target, alpha):
+    """The loss ``(1 - sum p^alpha) / (alpha (alpha - 1)) + <p - e_y, z>`` and the gradient
+    :func:`loss_and_grad` takes, ``(p - e_y)`` times each row's weight, from the full
+    solvers' weights (:func:`dense`) in float64; 0 on ignored rows."""
+    z = scores.double()
+    p = dense(z, alpha)
+    counted = target != -100
+    residual = p - torch.nn.functional.one_hot(target.clamp_min(0), z.size(-1)).double()
+    shifted = z - z.amax(-1, keepdim=True)
+    inner = torch.where(residual == 0, 0.0, residual * shifted).sum(-1)
+    value = torch.where(counted, (1 - (p ** alpha).sum(-1)) / (alpha * (alpha - 1)) + inner,
+                        0.0)
+    row_weights = torch.linspace(0.5, 2, value.numel()).double().unsqueeze(-1)
+    return value, torch.where(counted.unsqueeze(-1), residual * row_weights, 0.0)
+
+
 def loss_and_grad(loss, scores, target, **kwargs):
     leaf = scores.detach().requires_grad_()
     value = loss(leaf, target, **kwargs)
@@ -142,18 +163,22 @@ def loss_and_grad(loss, scores, target, **kwargs):
 @SETTINGS
 @given(rows(), st.integers(1, 20), st.data())
 def test_a_loss_from_the_supports_equals_the_dense_loss(alpha, scores, k, data):
-    """Values and gradients, ignored rows included, whether k starts below the support or
-    not (the dense path runs where no k is given on rows this short)."""
+    """Values and gradients, ignored rows included, from the supports whether k starts
+    below the support or not, and by the dense path (no k, rows this short), against the
+    loss of the full solvers' weights in float64."""
     target = torch.tensor(data.draw(st.lists(st.integers(0, scores.size(1) - 1),
                                              min_size=scores.size(0), max_size=scores.size(0))))
     target[0] = -100 if data.draw(st.booleans()) else target[0]
+    # a masked target would make the loss infinite: class 0 (never masked) instead
     target = torch.where(torch.isneginf(scores.gather(1, target.clamp_min(0)[:, None]))[:, 0],
-                         0, target)                  # a masked target: an infinite loss
-    value, grad = loss_and_grad(LOSSES[alpha], scores, target, k=k)
-    expected, expected_grad = loss_and_grad(LOSSES[alpha], scores, target)
+                         0, target)
+    expected, expected_grad = reference_loss(scores, target, alpha)
     atol = 1e-10 if scores.dtype == torch.float64 else 1e-4
-    torch.testing.assert_close(value, expected, rtol=1e-12, atol=atol)
-    torch.testing.assert_close(grad, expected_grad, rtol=0, atol=ATOL[scores.dtype])
+    for kwargs in ({"k": k}, {}):            # from the supports, and the dense path
+        value, grad = loss_and_grad(LOSSES[alpha], scores, target, **kwargs)
+        torch.testing.assert_close(value.double(), expected, rtol=1e-12, atol=atol)
+        torch.testing.assert_close(grad.double(), expected_grad, rtol=0,
+                                   atol=ATOL[scores.dtype])
 
 
 @pytest.mark.parametrize("alpha", LOSSES)
