@@ -23,7 +23,7 @@ import torch
 
 from sparse_attn_experiments.comparison.models import ARCHITECTURES
 from sparse_attn_experiments.provenance import git_commit, provenance_header
-from sparse_attn_experiments.timing import interleaved_samples, spread, summary
+from sparse_attn_experiments.timing import interleaved_samples, paired_ratios, spread
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
 
@@ -52,15 +52,6 @@ def model_flags() -> List[str]:
         else:
             flags.append(flag)
     return flags
-
-
-def ratios(samples, base: str) -> dict:
-    """Per row, ``base``'s time over the row's in each round (a speed ratio), summarised."""
-    found = {}
-    for name, times in samples.items():
-        per_round = [b / t for t, b in zip(times, samples[base])]
-        found[name] = dict(summary(per_round), seconds=summary(times))
-    return found
 
 
 def decode_calls(built, task):
@@ -107,11 +98,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     train = {name: partial(train_step, *built[name], samples) for name in built}
     for call in train.values():
         call()
-    training = ratios(interleaved_samples(train, args.rounds), "cross_entropy")
+    training = paired_ratios(interleaved_samples(train, args.rounds), "cross_entropy",
+                             speed=True)
     decode, sentences = decode_calls(built, task)
     for call in decode.values():
         call()
-    decoding = ratios(interleaved_samples(decode, args.rounds), "cross_entropy")
+    decoding = paired_ratios(interleaved_samples(decode, args.rounds), "cross_entropy",
+                             speed=True)
     rows = []
     for name in ROWS:
         target = TARGETS.get(name)

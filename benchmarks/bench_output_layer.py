@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from sparse_attn_experiments.provenance import git_commit, provenance_header
-from sparse_attn_experiments.timing import interleaved_samples, spread, summary
+from sparse_attn_experiments.timing import interleaved_samples, paired_ratios, spread
 from sparse_attn_plugin import losses as L
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.criterions.entmax_loss import OutputEntmax
@@ -79,19 +79,13 @@ def time_shape(rows: int, vocabulary: int, rounds: int) -> Dict[str, dict]:
     calls = {name: partial(fwd_bwd, loss, logits, target) for name, loss in losses().items()}
     for call in calls.values():
         call()
-    samples = interleaved_samples(calls, rounds)
-    base = samples["cross_entropy"]
-    return {name: dict(summary([t / b for t, b in zip(times, base)]),
-                       seconds=summary(times)) for name, times in samples.items()}
+    return paired_ratios(interleaved_samples(calls, rounds), "cross_entropy")
 
 
 def time_step(vocabulary: int, rounds: int) -> Dict[str, dict]:
     logits, _ = logits_and_target(STEP_ROWS, vocabulary)
     calls = {name: partial(step, logits) for name, step in steps().items()}
-    samples = interleaved_samples(calls, rounds, sample_s=0.05)
-    base = samples["log_softmax step"]
-    return {name: dict(summary([t / b for t, b in zip(times, base)]),
-                       seconds=summary(times)) for name, times in samples.items()}
+    return paired_ratios(interleaved_samples(calls, rounds, sample_s=0.05), "log_softmax step")
 
 
 def peak_buffers(name: str, rows: int, vocabulary: int) -> float:

@@ -82,6 +82,18 @@ def summary(values: List[float]) -> dict:
             "rounds": list(values)}
 
 
+def paired_ratios(samples: Dict[str, List[float]], base: str,
+                  speed: bool = False) -> Dict[str, dict]:
+    """Per call of :func:`interleaved_samples`, its time over ``base``'s in each round (or,
+    ``speed``, ``base``'s over its), :func:`summary` of them, and of its ``seconds``."""
+    found = {}
+    for name, times in samples.items():
+        pairs = zip(times, samples[base])
+        per_round = [b / t if speed else t / b for t, b in pairs]
+        found[name] = dict(summary(per_round), seconds=summary(times))
+    return found
+
+
 def spread(values: List[float], digits: int = 2) -> str:
     """``median [min–max]`` of ``values``."""
     return (f"{statistics.median(values):.{digits}f} "

@@ -61,19 +61,19 @@ class _FenchelYoung(torch.autograd.Function):
 class _SupportFenchelYoung(torch.autograd.Function):
     """The same per-row loss for one alpha > 1 over long rows, from each row's support
     alone (:func:`.normalizers.entmax_partial.top_supports`), with scores ``(N, V)`` whose
-    rows have a finite maximum: ``sum p^alpha`` and ``<p, z - max z>`` over the support,
-    less ``z_y - max z``; the backward scatters ``(p - e_y) * grad`` into zeros, so no
-    dense weights exist before it."""
+    rows have a finite maximum ``top``: ``sum p^alpha`` and ``<p, z - max z>`` over the
+    support, less ``z_y - max z``; the backward scatters ``(p - e_y) * grad`` into zeros, so
+    no dense weights exist before it."""
 
     @staticmethod
-    def forward(ctx, scores: Tensor, target: Tensor, alpha: float, k: int) -> Tensor:
+    def forward(ctx, scores: Tensor, target: Tensor, alpha: float, k: int,
+                top: Tensor) -> Tensor:
         rows = at_least_float32(scores)
         supports = top_supports(rows, alpha, k)
         n = rows.size(0)
         power = row_sums(supports, lambda shifted, p: p.pow(alpha), n)
         inner = row_sums(supports, lambda shifted, p: p * shifted, n)
-        top = rows.amax(-1)
-        picked = rows.gather(-1, target.unsqueeze(-1)).squeeze(-1) - top
+        picked = rows.gather(-1, target.unsqueeze(-1)).squeeze(-1) - top.to(rows.dtype)
         ctx.supports, ctx.shape, ctx.scores_dtype = supports, rows.shape, scores.dtype
         ctx.save_for_backward(target)
         return (1 - power) / (alpha * (alpha - 1)) + inner - picked
@@ -83,7 +83,7 @@ class _SupportFenchelYoung(torch.autograd.Function):
         (target,) = ctx.saved_tensors
         residual = scatter_weights(ctx.supports, ctx.shape, grad)
         residual.scatter_add_(-1, target.unsqueeze(-1), -grad.unsqueeze(-1).to(residual.dtype))
-        return residual.to(ctx.scores_dtype), None, None, None
+        return residual.to(ctx.scores_dtype), None, None, None, None
 
 
 def _tsallis_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
@@ -148,16 +148,18 @@ def _check_reduction(reduction: str, name: str) -> str:
     return reduction
 
 
-def _by_support(scores: Tensor, alpha, impl: str, k: Optional[int]) -> bool:
-    """Whether the loss is computed from the supports (:class:`_SupportFenchelYoung`): for
-    one alpha above 1, eagerly, over long rows (:func:`.normalizers.dispatch.long_rows`) or
-    wherever ``k`` is given, when every row has a finite maximum (others keep the dense
-    path's NaN and infinite losses; a read-back, which waits for a GPU)."""
+def _support_maxima(scores: Tensor, alpha, impl: str, k: Optional[int]) -> Optional[Tensor]:
+    """The rows' maxima where the loss is computed from the supports
+    (:class:`_SupportFenchelYoung`), else None: for one alpha above 1, eagerly, over long
+    rows (:func:`.normalizers.dispatch.long_rows`) or wherever ``k`` is given, when every
+    row has a finite maximum (others keep the dense path's NaN and infinite losses; a
+    read-back, which waits for a GPU)."""
     if isinstance(alpha, Tensor) or alpha is None or alpha <= 1 or impl not in ("auto", "torch"):
-        return False
+        return None
     if scores.dim() == 0 or scores.size(-1) == 0 or not (k is not None or long_rows(scores)):
-        return False
-    return bool(torch.isfinite(scores.amax(-1)).all())
+        return None
+    top = scores.detach().amax(-1)
+    return top if bool(torch.isfinite(top).all()) else None
 
 
 def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tensor,
@@ -167,18 +169,19 @@ def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tenso
     ``scores`` (classes along the last dim), 0 with no gradient on rows whose target is
     ``ignore_index``, reduced as the entmax package does: ``elementwise_mean`` divides the
     sum by the number of rows counted (NaN if none, as 0 / 0). For alpha-entmax at one
-    ``alpha``, from the supports where :func:`_by_support` says (the partial sort from ``k``,
-    the same loss)."""
+    ``alpha``, from the supports where :func:`_support_maxima` says (the partial sort from
+    ``k``, the same loss)."""
     check_scores(scores, name)
     _check_reduction(reduction, name)
     check_impl(impl)
     if k is not None:
         k = check_count(k, "k", name)
     ignored, safe_target = _check_target(scores, target, ignore_index, name)
-    if _by_support(scores, alpha, impl, k):
+    top = _support_maxima(scores, alpha, impl, k)
+    if top is not None:
         rows, targets = scores.reshape(-1, scores.size(-1)), safe_target.reshape(-1).long()
-        losses = _SupportFenchelYoung.apply(rows, targets, float(alpha),
-                                            k).view(target.shape)
+        losses = _SupportFenchelYoung.apply(rows, targets, float(alpha), k,
+                                            top.reshape(-1)).view(target.shape)
     else:
         losses = _FenchelYoung.apply(scores, safe_target, normalize, entropy)
     losses = losses.masked_fill(ignored, 0.0)
