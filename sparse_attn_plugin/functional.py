@@ -19,7 +19,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from .normalizers.base import Softmax, check_count, check_impl, normalize_along, softmax_rows
+from .normalizers.base import Softmax, check_impl, normalize_along, softmax_rows
 from .normalizers.budget import budget_sparsemax
 from .normalizers.constrained import csoftmax as _csoftmax
 from .normalizers.constrained import csparsemax as _csparsemax
@@ -33,7 +33,7 @@ from .normalizers.entmax_family import (
     general_weights,
     in_newton_range,
 )
-from .normalizers.entmax_partial import partial_sort_entmax
+from .normalizers.entmax_partial import check_first_k, partial_sort_entmax
 from .normalizers.entmax_sort import threshold_and_support
 from .normalizers.normmax import normmax
 from .normalizers.row_parameters import along_rows
@@ -50,19 +50,10 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     return normalize_along(softmax_rows, x, dim, Softmax.zeroes_empty_rows, "softmax")
 
 
-def _first_guess(k: Optional[int], alpha, name: str) -> Optional[int]:
-    """``k``, checked (an integer >= 1, for one alpha above 1), or ``None``."""
-    if k is None:
-        return None
-    if isinstance(alpha, Tensor) or alpha <= 1:
-        raise ValueError(f"{name}: k (the partial sort's first guess) needs one alpha above 1")
-    return check_count(k, "k", name)
-
-
 def _entmax(solve, x: Tensor, dim: int, alpha, k: Optional[int], name: str) -> Tensor:
     """``solve`` (weights of float rows, special rows its own) along ``dim`` under the
     contract, or, given ``k``, the partial sort from it at ``alpha``."""
-    if _first_guess(k, alpha, name) is not None:
+    if check_first_k(k, alpha, name) is not None:
         solve = partial(partial_sort_entmax, alpha=alpha, k=k)
     # every solver of the family fills special rows itself, as Sparsemax's
     return normalize_along(solve, x, dim, Sparsemax.zeroes_empty_rows, name)

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from .functional import entmax15, entmax_alpha, sparsemax
 from .normalizers.base import at_least_float32, check_count, check_impl, check_scores
 from .normalizers.dispatch import long_rows
-from .normalizers.entmax_partial import row_sums, scatter_weights, top_supports
+from .normalizers.entmax_partial import check_first_k, row_sums, scatter_weights, top_supports
 from .normalizers.normmax import alpha_norm, check_alpha, normmax
 
 __all__ = ["Entmax15Loss", "EntmaxBisectLoss", "NormmaxLoss", "SparsemaxBisectLoss",
@@ -174,8 +174,7 @@ def _loss(normalize: Callable[[Tensor], Tensor], entropy: Entropy, scores: Tenso
     check_scores(scores, name)
     _check_reduction(reduction, name)
     check_impl(impl)
-    if k is not None:
-        k = check_count(k, "k", name)
+    k = check_first_k(k, alpha, name)
     ignored, safe_target = _check_target(scores, target, ignore_index, name)
     top = _support_maxima(scores, alpha, impl, k)
     if top is not None:

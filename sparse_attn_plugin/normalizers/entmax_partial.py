@@ -104,6 +104,17 @@ def _reaches_last(shifted: Tensor, alpha: float) -> Tensor:
     return gaps.sum(-1) < 1
 
 
+def check_first_k(k: Optional[int], alpha, name: str) -> Optional[int]:
+    """``k`` as given to a function or loss (an integer >= 1, for one alpha above 1: the
+    partial sort's first guess), or ``None``; a one-line ValueError naming ``name``
+    otherwise."""
+    if k is None:
+        return None
+    if isinstance(alpha, Tensor) or alpha is None or alpha <= 1:
+        raise ValueError(f"{name}: k (the partial sort's first guess) needs one alpha above 1")
+    return check_count(k, "k", name)
+
+
 def first_k(alpha: float) -> int:
     """The partial sort's first ``k`` at ``alpha`` when the caller gives none."""
     return FIRST_K_ABOVE_2 if alpha > 2 else FIRST_K

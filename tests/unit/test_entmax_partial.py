@@ -127,6 +127,10 @@ def test_k_needs_an_integer_and_one_alpha_above_one():
         F.entmax_alpha(scores, 0.5, k=3)
     with pytest.raises(ValueError, match="k >= 1"):
         entmax_compat.Entmax15Loss(k=0)
+    target = torch.tensor([1, 2])
+    for alpha in (torch.tensor([[1.5], [1.2]]), 1.0, 0.5):    # k is never silently dropped
+        with pytest.raises(ValueError, match=r"^entmax_bisect_loss: k .* needs one alpha above 1$"):
+            L.entmax_bisect_loss(scores, target, alpha, k=3)
 
 
 LOSSES = {2.0: lambda x, y, **kw: L.sparsemax_loss(x, y, **kw),
