@@ -18,7 +18,7 @@ generation (:mod:`..models.output_entmax`).
 import math
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from typing import Callable, List, Optional
+from typing import Callable, Optional
 
 import torch
 from fairseq import metrics
@@ -38,8 +38,6 @@ CRITERION = "entmax_loss"
 DEFAULT_ALPHA = "1.5"
 #: The Newton solver's cap for alpha-entmax, the same in the loss and at decoding.
 N_ITER = 50
-#: The smallest first k of a decoding step's partial sort.
-MIN_K = 8
 
 
 def parse_loss_alpha(text) -> float:
@@ -63,10 +61,6 @@ class OutputEntmax:
 
     alpha: float
     impl: str = "auto"
-    #: The partial sort's first k at the next decoding step: 1.5 times the longest support
-    #: of the last (a guess that saves reading the rows again; exact whatever it is).
-    next_k: List[Optional[int]] = field(default_factory=lambda: [None], compare=False,
-                                        repr=False)
 
     @cached_property
     def _functions(self):
@@ -91,9 +85,7 @@ class OutputEntmax:
         wanted = torch.is_grad_enabled() and logits.requires_grad
         if not wanted and self.impl in ("auto", "torch") and long_rows(logits) and \
                 bool(torch.isfinite(logits.amax(-1)).all()):
-            lprobs, longest = partial_sort_log_weights(logits, self.alpha, self.next_k[0])
-            self.next_k[0] = max(MIN_K, longest + longest // 2 + 1)
-            return lprobs
+            return partial_sort_log_weights(logits, self.alpha)
         probs = self.normalize(logits)
         if wanted:
             return probs.log()

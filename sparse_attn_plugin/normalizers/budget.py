@@ -34,10 +34,12 @@ from torch import Tensor, nn
 
 from .base import check_scores, normalize_along
 from .dispatch import long_rows
-from .entmax_partial import FIRST_K, GROWTH
+from .entmax_partial import FIRST_K
 from .row_parameters import along_rows, checked
 
 Budget = Union[float, Tensor]
+#: How much :func:`_budget_threshold_of_top`'s ``k`` grows each time it falls short.
+GROWTH = 8
 
 
 def check_budget(budget, size: int, what: str = "budget_sparsemax") -> Budget:
@@ -77,7 +79,7 @@ def _budget_threshold(x: Tensor, budget: Tensor) -> Tensor:
 
 def _budget_threshold_of_top(x: Tensor, budget: Tensor, k: int) -> Tensor:
     """:func:`_budget_threshold` from each row's ``k`` largest entries, ``k`` growing by
-    :data:`.entmax_partial.GROWTH` up to the row until the ``k``-th is at most the
+    :data:`GROWTH` up to the row until the ``k``-th is at most the
     threshold they give: then no entry past them weighs anything, and the threshold is
     the row's (docs/methods.md, "Long rows")."""
     while True:

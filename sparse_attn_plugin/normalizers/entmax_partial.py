@@ -1,14 +1,15 @@
-"""alpha-entmax over long rows (an output layer's vocabulary) by a partial sort that grows.
+"""alpha-entmax over long rows (an output layer's vocabulary) from their largest entries.
 
 Every alpha > 1 has ``tau >= -1`` over ``x = (alpha - 1)(s - max s)`` (the largest weight,
 ``(-tau)^r``, is at most 1), so the support lies among a row's largest entries. The
-threshold of the ``k`` largest (``torch.topk``) is the row's exactly when the ``k``-th of
-them is outside that threshold's support; the rows where it is not try again with ``8k``
-(the entmax package's ``k``, grown; the whole row sorted at the end). Each try solves
-only ``k`` entries (closed form at alpha 2 and 1.5, :mod:`.entmax_newton` in (1, 2),
-above 2 Newton steps on the last support entry's weight, :func:`_weights_above_two`), so a
-row of ``V`` costs one ``topk`` and one scatter when the support is short, where a full
-sort costs ``V log V``. docs/methods.md, "Long rows".
+threshold of the ``k`` largest (:func:`largest`, by groups' maxima) is the row's exactly
+when the ``k``-th of them is outside that threshold's support. It is also a lower bound of
+the row's (more entries raise it), so the other rows are solved once more over their
+entries above it (:func:`_above_bound`, by the Newton solver). Each first try solves only
+``k`` entries (closed form at alpha 2 and 1.5, :mod:`.entmax_newton` in (1, 2), above 2
+Newton steps on the last support entry's weight, :func:`_weights_above_two`): a row of
+``V`` costs a pass for its groups' maxima and a scatter when the support is short, where a
+full sort costs ``V log V``. docs/methods.md, "Long rows".
 """
 
 import math
@@ -19,22 +20,27 @@ import torch
 from torch import Tensor
 
 from .base import check_count, guarded
+from .entmax_general import entmax_general
 from .entmax_grad import entmax_function
-from .entmax_newton import entmax_threshold
+from .entmax_newton import entmax_threshold, newton_solve
 from .sorted_threshold import sparsemax_tau_of_sorted, threshold_of_sorted
 
 #: The first ``k`` when the caller gives none: the supports of trained output layers are
 #: shorter (docs/methods.md, "Long rows"); above alpha 2, a few entries (``FIRST_K_ABOVE_2``).
 FIRST_K, FIRST_K_ABOVE_2 = 64, 4
-#: How much ``k`` grows each time a row's support reaches it: ``topk`` costs about ``V log
-#: k`` a row, so a large step wastes little.
-GROWTH = 8
+#: The lower bound of a threshold is lowered by this many machine epsilons (relative), so
+#: that no support entry is left out by a rounding.
+CUT_MARGIN = 16
+#: Columns per group of :func:`largest`, and how many times ``k`` groups' columns a row
+#: must hold for it to take them rather than ``topk`` the row.
+GROUP, GROUPS_FROM = 16, 4
 
 
 class Support(NamedTuple):
-    """Some rows' largest entries: ``rows`` (``None``: every row), and for each row the
-    columns ``index`` ``(n, k)`` of its ``k`` largest scores, those scores less the row's
-    maximum (``shifted``, descending), and their weights ``p`` (0 past the support)."""
+    """Some rows' largest entries: ``rows`` (``None``: every row), and for each the columns
+    ``index`` ``(n, k)`` of its ``k`` largest scores, those scores less the row's maximum
+    (``shifted``), and their weights ``p`` (0 past the support). A row may come more than
+    once in ``rows``, each time with other entries."""
 
     rows: Optional[Tensor]
     index: Tensor
@@ -123,30 +129,74 @@ def first_k(alpha: float) -> int:
 def top_supports(scores: Tensor, alpha: float, k: Optional[int] = None) -> List[Support]:
     """The supports of alpha-entmax (a number > 1) of rows ``scores`` ``(N, V)`` (float32 or
     float64, each with a finite maximum; ``-inf`` allowed elsewhere), found among each row's
-    ``k`` largest entries, then ``GROWTH`` times more for the rows whose support reached that
-    many, up to the whole row (``k``: :func:`first_k` if not given). Exact: each row's
-    weights are those of the whole row."""
+    ``k`` largest entries (:func:`first_k` if not given), or for the rows whose support
+    reached that many among their entries above a lower bound of their threshold
+    (:func:`_above_bound`). Exact: each row's weights are those of the whole row."""
     k = first_k(alpha) if k is None else check_count(k, "k", "the partial sort")
-    supports, rows = [], None                    # rows: those still to solve (None: all)
-    while True:
-        k = min(k, scores.size(-1))
-        if rows is None or 4 * rows.numel() > 3 * scores.size(0):
-            # most rows go on: reading every row costs less than copying them out
-            top, index = scores.topk(k, -1)
-            if rows is not None:
-                top, index = top[rows], index[rows]
-        else:
-            top, index = scores[rows].topk(k, -1)
-        shifted = top - top[:, :1]
-        if k == scores.size(-1) or not bool((longer := _reaches_last(shifted, alpha)).any()):
-            return supports + [Support(rows, index, shifted, _top_weights(shifted, alpha))]
-        kept = ~longer
-        if bool(kept.any()):
-            shifted_kept = shifted[kept]
-            supports.append(Support(_select(rows, kept), index[kept], shifted_kept,
-                                    _top_weights(shifted_kept, alpha)))
-        rows = _select(rows, longer)
-        k *= GROWTH
+    width = scores.size(-1)
+    top, index = largest(scores, min(k, width))
+    shifted = top - top[:, :1]
+    p = _top_weights(shifted, alpha)
+    if k >= width or not bool((longer := _reaches_last(shifted, alpha)).any()):
+        return [Support(None, index, shifted, p)]
+    kept = ~longer
+    supports = [] if not bool(kept.any()) else [
+        Support(_select(None, kept), index[kept], shifted[kept], p[kept])]
+    return supports + [_above_bound(scores, alpha, top[:, 0], p[:, 0], longer)]
+
+
+def _above_bound(scores: Tensor, alpha: float, top: Tensor, first: Tensor,
+                 longer: Tensor) -> Support:
+    """The supports of rows ``longer`` of ``scores`` from their entries at or above the
+    threshold of their ``k`` largest, ``top - first^(alpha - 1) / (alpha - 1)`` (``top``
+    the row's maximum, ``first`` its weight among those ``k``): a lower bound of the row's
+    threshold, as more entries raise it. Each row's candidates, padded with ``-inf`` to the
+    power of two at or above their count (so that a row's digits depend on it alone), are
+    solved by the Newton solver (the bracketed one above alpha 2); each is returned as a
+    row of one (``rows`` gives each entry's row)."""
+    cut = top - first.pow(alpha - 1) / (alpha - 1)
+    cut = cut - CUT_MARGIN * torch.finfo(cut.dtype).eps * (1 + cut.abs())    # rounding
+    row, column = (scores >= cut.masked_fill(~longer, math.inf).unsqueeze(-1)).nonzero(
+        as_tuple=True)
+    counts = torch.bincount(row, minlength=scores.size(0))
+    slot = torch.arange(row.numel(), device=row.device) - (counts.cumsum(0) - counts)[row]
+    sizes = torch.exp2(torch.log2(counts.clamp_min(1)).ceil()).long().clamp_max(scores.size(-1))
+    values, widths = scores[row, column], sizes[row]
+    solved = torch.empty_like(values)
+    for size in sizes[longer].unique().tolist():
+        mine = (widths == size).nonzero().squeeze(-1)
+        packed = ((sizes == size) & longer).cumsum(0)[row[mine]] - 1
+        padded = values.new_full((int(packed[-1]) + 1, size), -math.inf)
+        padded[packed, slot[mine]] = values[mine]
+        weights = entmax_general(padded, alpha)[0] if alpha > 2 else \
+            newton_solve(padded, alpha)[0]
+        solved[mine] = weights[packed, slot[mine]]
+    return Support(row, column.unsqueeze(-1), (values - top[row]).unsqueeze(-1),
+                   solved.unsqueeze(-1))
+
+
+def largest(scores: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+    """The ``k`` largest entries of each row of ``scores`` ``(N, V)``, descending, and their
+    columns. A long row is cut into ``GROUP`` groups ``j, j + n, j + 2n, ...`` (``n = V //
+    GROUP``; the last ``V - n GROUP`` columns join every row's candidates): a group holding
+    one of the ``k`` largest values has a maximum at least as large, and fewer than ``k``
+    other groups can have a larger one, so the ``k`` groups of largest maxima hold the ``k``
+    largest values (ties: the same values). One pass for the maxima, then ``topk`` over
+    ``k GROUP`` candidates instead of ``V``."""
+    count, width = scores.shape
+    if GROUPS_FROM * GROUP * k > width:
+        return scores.topk(k, -1)
+    n = width // GROUP
+    maxima = scores[:, :n * GROUP].reshape(count, GROUP, n).amax(1)
+    groups = maxima.topk(k, -1, sorted=False).indices
+    columns = (groups.unsqueeze(-1) + torch.arange(0, n * GROUP, n, device=scores.device))
+    columns = columns.view(count, k * GROUP)
+    if n * GROUP < width:
+        tail = torch.arange(n * GROUP, width, device=scores.device)
+        columns = torch.cat([columns, tail.expand(count, -1)], -1)
+    values, at = scores.gather(-1, columns).topk(k, -1, sorted=False)
+    values, order = values.sort(-1, descending=True)
+    return values, columns.gather(-1, at.gather(-1, order))
 
 
 def _select(rows: Optional[Tensor], which: Tensor) -> Tensor:
@@ -183,7 +233,7 @@ def row_sums(supports: List[Support], terms, rows: int) -> Tensor:
         if support.rows is None:
             sums = total
         else:
-            sums[support.rows] = total
+            sums.index_add_(0, support.rows, total)
     return sums
 
 
@@ -197,16 +247,12 @@ def partial_sort_solve(scores: Tensor, alpha: float, k: Optional[int] = None) ->
 
 
 @torch.no_grad()
-def partial_sort_log_weights(scores: Tensor, alpha: float,
-                             k: Optional[int] = None) -> Tuple[Tensor, int]:
+def partial_sort_log_weights(scores: Tensor, alpha: float) -> Tensor:
     """``log alpha-entmax`` (``-inf`` off the support) over the last dim of float32/float64
-    scores whose rows each have a finite maximum, by :func:`top_supports`, and the longest
-    support (a first ``k`` for a next call like this one); no graph: what a decoding step
-    over a vocabulary needs."""
+    scores whose rows each have a finite maximum, by :func:`top_supports`; no graph: what a
+    decoding step over a vocabulary needs."""
     rows = scores.reshape(-1, scores.size(-1))
-    supports = top_supports(rows, alpha, k)
-    longest = max(int((support.p > 0).sum(-1).max()) for support in supports)
-    return scatter_weights(supports, rows.shape, log=True).view_as(scores), longest
+    return scatter_weights(top_supports(rows, alpha), rows.shape, log=True).view_as(scores)
 
 
 def partial_sort_entmax(scores: Tensor, alpha: float, k: Optional[int] = None) -> Tensor:

@@ -23,7 +23,7 @@ def record(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-2000:]
     md = (out / "output_layer.md").read_text()
     for line in ("- command:", "- commit:", "- machine:", "- date:", "## 1 thread",
-                 "### 64 x 1100", "### decoding step 40 x 1100", "≤ 2.0 ("):
+                 "### 64 x 1100", "### decoding step 40 x 1100, randn", "≤ 2.0 ("):
         assert line in md
     return json.loads((out / "output_layer.json").read_text())["results"]["1"]
 
@@ -36,13 +36,16 @@ def test_every_loss_has_its_rounds_ratio_and_peak(record):
         assert len(row["rounds"]) == 2 and row["min"] <= row["median"] <= row["max"]
         assert row["peak_buffers"] >= 0
     assert rows["cross_entropy"]["median"] == 1.0
-    step = record["decoding step 40 x 1100"]
+    step = record["decoding step 40 x 1100, randn"]
     assert set(step) == set(bench.steps()) and step["log_softmax step"]["median"] == 1.0
+    assert step["log entmax1.5 step"]["mean_support"] >= 1
 
 
 @pytest.mark.parametrize("args, message", [
     (["--shapes", "64by1100"], "--shapes takes ROWSxVOCABULARY"),
     (["--threads", "two"], "--shapes takes ROWSxVOCABULARY,... and --threads numbers"),
+    (["--checkpoint", "model.pt"], "--checkpoint and --data go together"),
+    (["--checkpoint", "missing.pt", "--data", "."], "--checkpoint missing.pt: no such file"),
 ])
 def test_bad_input_is_one_line_and_exit_status_1(tmp_path, args, message):
     done = run("--out", str(tmp_path / "out"), *args)

@@ -3,13 +3,16 @@ fairseq-train as typed, then fairseq-generate with no extra flag decodes with th
 checkpoint's 1.5-entmax (finite scores; softmax if overridden); the output layer learns
 about as well as with cross-entropy in the same updates; bad flags are one line."""
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 from fairseq import checkpoint_utils
 
-from helpers import BIN, PLUGIN
+from helpers import BIN, PLUGIN, REPO, fairseq_env
 from helpers.fairseq_runs import ROUNDING, gap, run, train, translations
 from helpers.models import batch
 
@@ -71,3 +74,24 @@ def test_bad_loss_alpha_is_one_line(synthetic_bin, tmp_path, value):
         f"got {value!r}")
     assert "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir()), "nothing may be written"
+
+
+def test_the_output_layer_benchmark_times_the_checkpoints_own_logits(
+        synthetic_bin, entmax_checkpoint, tmp_path):
+    """benchmarks/bench_output_layer.py --checkpoint, as typed: the losses on the model's
+    teacher-forced output and log 1.5-entmax on every step of its beam search, each
+    against cross-entropy (log_softmax) in the same rounds, with the supports said."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_output_layer.py", "--out", str(tmp_path),
+         "--shapes", "64x1100", "--threads", "1", "--repeats", "2",
+         "--checkpoint", str(entmax_checkpoint), "--data", str(synthetic_bin)],
+        cwd=REPO, env=fairseq_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "output_layer.json").read_text())["results"]["1"]
+    forced = next(rows for name, rows in results.items() if "teacher-forced" in name)
+    assert forced["cross_entropy"]["median"] == 1.0 and forced["entmax15_loss"]["median"] > 0
+    steps = next(rows for name, rows in results.items() if "beam search" in name)
+    assert steps["log entmax1.5 step"]["mean_support"] >= 1
+    md = (tmp_path / "output_layer.md").read_text()
+    assert f"The checkpoint: {UPDATES} updates of training with --criterion entmax_loss " \
+           "--loss-alpha 1.5; the supports of its teacher-forced output:" in md

@@ -16,7 +16,8 @@ from sparse_attn_plugin import functional as F
 from sparse_attn_plugin import losses as L
 from sparse_attn_plugin.normalizers.entmax_general import entmax_general
 from sparse_attn_plugin.normalizers.entmax_partial import (
-    GROWTH,
+    GROUP,
+    largest,
     partial_sort_entmax,
     partial_sort_solve,
     top_supports,
@@ -38,10 +39,10 @@ def dense(scores: torch.Tensor, alpha: float) -> torch.Tensor:
 
 
 @st.composite
-def rows(draw):
-    """``(N, V)`` scores: 1-300 entries, float32 or float64, spread or tied, offset, with
-    ``-inf`` on some entries (never a whole row)."""
-    n, v = draw(st.integers(1, 5)), draw(st.integers(1, 300))
+def rows(draw, widest: int = 300):
+    """``(N, V)`` scores: 1 to ``widest`` entries, float32 or float64, spread or tied,
+    offset, with ``-inf`` on some entries (never a whole row)."""
+    n, v = draw(st.integers(1, 5)), draw(st.integers(1, widest))
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2 ** 31)))
     scale = draw(st.sampled_from([0.01, 1.0, 4.0]))
     if draw(st.booleans()):
@@ -66,18 +67,45 @@ def test_the_partial_sort_gives_the_whole_rows_weights(alpha, scores, k):
     assert (weights[torch.isneginf(scores)] == 0).all()
 
 
+@SETTINGS
+@given(rows(widest=3000), st.integers(1, 40))
+def test_the_largest_entries_by_groups_are_topks(scores, k):
+    """Rows long enough for groups (most drawn with k small) and not: topk's values, each
+    with a column of its own that holds it (ties: any of the tied columns)."""
+    k = min(k, scores.size(-1))
+    values, columns = largest(scores, k)
+    assert torch.equal(values, scores.topk(k, -1).values)
+    assert torch.equal(scores.gather(-1, columns), values)
+    assert (columns.sort(-1).values.diff(dim=-1) > 0).all()
+
+
+def test_the_groups_hold_the_largest_entries_when_one_group_holds_them_all():
+    """The k largest in one group (columns j, j + n, ...) and in the last columns, which
+    join every row's candidates: the groups' argument holds at its edges."""
+    width = 100 * GROUP + 7
+    scores = torch.zeros(2, width)
+    scores[0, 3:100 * GROUP:100] = torch.arange(1.0, GROUP + 1)      # one group
+    scores[1, -7:] = torch.arange(1.0, 8)
+    for k in (1, 5):
+        values, columns = largest(scores, k)
+        assert torch.equal(values, scores.topk(k, -1).values)
+        assert torch.equal(scores.gather(-1, columns), values)
+
+
 @pytest.mark.parametrize("alpha", ALPHAS)
-def test_a_k_below_the_support_grows_until_the_support_fits(alpha):
-    """Dense rows (every entry in the support) from k = 1: each try grows k by GROWTH (1,
-    8, 64) up to the whole row; a row whose support is one entry stops at 8, the first k
-    whose last entry can show the support ended."""
+def test_a_k_below_the_support_takes_the_entries_above_a_bound_once(alpha):
+    """Dense rows (every entry in the support) from k = 2: the rows whose support reaches
+    their k largest are solved once more, over their entries above the threshold of those
+    (each entry a row of one); a row whose support is one entry stops at the first try."""
     scores = torch.linspace(0, 0.01, 50, dtype=torch.float64).repeat(3, 1)
     scores[2] = torch.arange(50.0) * 10
-    supports = top_supports(scores, alpha, 1)
-    assert GROWTH == 8 and [s.index.size(-1) for s in supports] == [8, 50]
-    assert supports[0].rows.tolist() == [2] and supports[-1].rows.tolist() == [0, 1]
-    torch.testing.assert_close(partial_sort_solve(scores, alpha, 1), dense(scores, alpha),
-                               rtol=0, atol=1e-12)
+    supports = top_supports(scores, alpha, 2)
+    assert [s.index.size(-1) for s in supports] == [2, 1]
+    assert supports[0].rows.tolist() == [2]
+    assert supports[1].rows.tolist() == [0] * 50 + [1] * 50
+    for k in (1, 2):
+        torch.testing.assert_close(partial_sort_solve(scores, alpha, k), dense(scores, alpha),
+                                   rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("alpha", (1.3, 3.0))
@@ -214,8 +242,9 @@ def test_half_precision_scores_get_a_float32_loss_and_their_own_gradient_dtype()
 
 
 def test_a_loss_over_long_rows_sorts_no_row_and_makes_its_dense_gradient_once():
-    """What runs (not a time): the default loss over a vocabulary takes one topk and no full
-    sort, its forward fills no row-sized buffer, and its backward one."""
+    """What runs (not a time): the default loss over a vocabulary reads each row whole only
+    for its groups' maxima (its topk and sort take a few hundred candidates), its forward
+    fills no row-sized buffer, and its backward one."""
     from collections import Counter
 
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -223,11 +252,13 @@ def test_a_loss_over_long_rows_sorts_no_row_and_makes_its_dense_gradient_once():
     class Count(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            self.ops, self.big = Counter(), 0
+            self.ops, self.big, self.ranked = Counter(), 0, []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             self.ops[str(func.overloadpacket)] += 1
+            if str(func.overloadpacket) in ("aten.topk", "aten.sort"):
+                self.ranked.append(args[0].size(-1))
             if isinstance(out, torch.Tensor) and out.numel() >= scores.numel() and \
                     out.data_ptr() != scores.data_ptr():      # a new buffer, not a view
                 self.big += 1
@@ -239,6 +270,7 @@ def test_a_loss_over_long_rows_sorts_no_row_and_makes_its_dense_gradient_once():
         loss = L.entmax15_loss(leaf, torch.randint(0, 8192, (64,)), reduction="sum")
     with Count() as backward:
         loss.backward()
-    assert forward.ops["aten.topk"] == 1 and forward.ops["aten.sort"] == 0
+    assert forward.ops["aten.topk"] == 2 and forward.ops["aten.sort"] == 1
+    assert max(forward.ranked) <= 8192 // 4 and not backward.ranked
     assert forward.big == 0 and backward.big >= 1
     assert backward.ops["aten.new_full"] == 1 and backward.ops["aten.sort"] == 0
