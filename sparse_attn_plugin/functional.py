@@ -67,8 +67,8 @@ def sparsemax(x: Tensor, dim: int = -1, impl: str = "auto", k: Optional[int] = N
     with ``tau`` such that ``sum_j p_j = 1``; alpha-entmax at alpha = 2. Exact zeros for
     every ``x_j <= tau``. Computed exactly (a sort, the partial sort of long rows or the
     Newton solver, as ``impl`` picks; see the module docstring). ``k``: the partial sort
-    from the ``k`` largest entries, grown where the support needs more (the entmax
-    package's ``k``; exact whatever its value)."""
+    from the ``k`` largest entries, the rows whose support needs more solved again over
+    their entries above a bound (the entmax package's ``k``; exact whatever its value)."""
     check_impl(impl)
     return _entmax(partial(SPARSEMAX, impl), x, dim, 2.0, k, "sparsemax")
 

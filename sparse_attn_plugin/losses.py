@@ -13,6 +13,7 @@ names and signatures are the entmax package's (``normmax_loss`` is its
 ``normmax_bisect_loss``); plain PyTorch, no fairseq. docs/library.md, "Losses".
 """
 
+import math
 from functools import partial
 from typing import Callable, Optional, Tuple, Union
 
@@ -91,8 +92,10 @@ def _tsallis_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
     its limit, Shannon's ``-sum_j p_j log p_j`` (softmax's: the loss is cross-entropy)."""
     one = alpha == 1
     if not isinstance(alpha, Tensor) and not one:
-        total = (weights ** alpha).sum(-1, keepdim=True)
-        return ((1 - total) / (alpha * (alpha - 1))).squeeze(-1)
+        # p^1.5 as p sqrt(p) and p^2 as p p: a general power is an exp and a log an entry
+        power = weights * (weights.sqrt() if alpha == 1.5 else weights) if alpha in (1.5, 2) \
+            else weights ** alpha
+        return (1 - power.sum(-1)) / (alpha * (alpha - 1))
     shannon = -(weights * torch.log(torch.where(weights > 0, weights, 1.0))).sum(-1, keepdim=True)
     if not isinstance(alpha, Tensor):
         return shannon.squeeze(-1)
@@ -110,10 +113,11 @@ def _norm_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
 def _inner(residual: Tensor, scores: Tensor) -> Tensor:
     """``<p - e_y, z>`` of each row, with each finite row's maximum taken out of ``z`` (the
     sum is shift-invariant, so large offsets cost no precision) and the entries where
-    ``p - e_y`` is 0, ``-inf`` masks among them, left out."""
+    ``p - e_y`` is 0, ``-inf`` masks among them, left out: their NaN products are 0 (a row
+    whose weights are NaN has a NaN entropy, which keeps its loss NaN)."""
     top = scores.amax(-1, keepdim=True)
     shifted = scores - top.nan_to_num(0.0, 0.0, 0.0)     # a row's maximum, 0 if not finite
-    products = torch.where(residual == 0, torch.zeros_like(residual), residual * shifted)
+    products = (residual * shifted).nan_to_num_(0.0, math.inf, -math.inf)
     return products.sum(-1)
 
 

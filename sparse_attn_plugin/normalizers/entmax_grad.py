@@ -123,6 +123,12 @@ class EntmaxFunction(torch.autograd.Function):
 def entmax_function(scores: Tensor, alpha: Alpha, solve: Solver,
                     backward: Backward = plain_backward) -> Tensor:
     """alpha-entmax of ``scores`` over the last dim by ``solve``, differentiable in the
-    scores and (a tensor) alpha, twice."""
+    scores and (a tensor) alpha, twice; the weights alone where no graph is recorded (a
+    decoding step, a loss's forward)."""
+    if not torch.is_grad_enabled() or not (
+            scores.requires_grad or isinstance(alpha, Tensor) and alpha.requires_grad):
+        with torch.no_grad():     # as in the Function: compiled solvers see one grad mode
+            return solve(scores.detach(),
+                         alpha.detach() if isinstance(alpha, Tensor) else alpha)[0]
     return EntmaxFunction.apply(scores, alpha, solve, backward)
 
