@@ -19,7 +19,13 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from .normalizers.base import Softmax, check_impl, normalize_along, softmax_rows
+from .normalizers.base import (
+    Softmax,
+    at_least_float32,
+    check_impl,
+    normalize_along,
+    softmax_rows,
+)
 from .normalizers.budget import budget_sparsemax
 from .normalizers.constrained import csoftmax as _csoftmax
 from .normalizers.constrained import csparsemax as _csparsemax
@@ -35,11 +41,12 @@ from .normalizers.entmax_family import (
 )
 from .normalizers.entmax_partial import check_first_k, partial_sort_entmax
 from .normalizers.entmax_sort import threshold_and_support
+from .normalizers.fused_attention import _Fused, check_attention, fused_runs, masked_keys
 from .normalizers.normmax import normmax
 from .normalizers.row_parameters import along_rows
 from .normalizers.topk import TopK, check_k, topk_weights
 
-__all__ = ["budget_sparsemax", "csoftmax", "csparsemax", "entmax15", "entmax_alpha",
+__all__ = ["attention", "budget_sparsemax", "csoftmax", "csparsemax", "entmax15", "entmax_alpha",
            "normmax", "softmax", "sparsemax", "threshold_and_support", "topk_softmax"]
 
 
@@ -161,3 +168,46 @@ def _constrained(normalize, x: Tensor, upper: Tensor, dim: int, check: bool) -> 
     if dim in (-1, x.dim() - 1):
         return normalize(x, upper, check)
     return normalize(x.movedim(dim, -1), upper.movedim(dim, -1), check).movedim(-1, dim)
+
+
+def eager_attention(q: Tensor, k: Tensor, v: Tensor, kind: str, alpha=None, k_top=None,
+                    key_padding_mask: Optional[Tensor] = None, causal: bool = False,
+                    scale: Optional[float] = None, impl: str = "torch") -> Tensor:
+    """:func:`attention` by separate operations (the reference): the scores, the masks,
+    the normaliser of this module by ``impl``, and ``p v``."""
+    scale = q.size(-1) ** -0.5 if scale is None else scale
+    scores = at_least_float32(torch.matmul(q, k.transpose(-1, -2))) * scale
+    masked = masked_keys(key_padding_mask, causal, q.size(2), k.size(2), q.device)
+    if masked is not None:
+        scores = scores.masked_fill(masked, float("-inf"))
+    if kind == "softmax":
+        weights = softmax(scores)
+    elif kind == "topk":
+        weights = topk_softmax(scores, k_top, impl=impl)
+    elif kind == "entmax_alpha":
+        weights = entmax_alpha(scores, alpha, impl=impl)
+    else:
+        weights = {"sparsemax": sparsemax, "entmax15": entmax15}[kind](scores, impl=impl)
+    return torch.matmul(weights.to(v.dtype), v)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, kind: str = "softmax", *, alpha=None,
+              k_top: Optional[int] = None, key_padding_mask: Optional[Tensor] = None,
+              causal: bool = False, scale: Optional[float] = None, impl: str = "auto") -> Tensor:
+    """``normalise(q k^T scale + masks) v`` for ``q`` ``(batch, heads, len_q, dim)``, ``k``
+    ``(batch, heads, len_k, dim)`` and ``v`` ``(batch, heads, len_k, value_dim)``, by one
+    fused Triton program per block of queries on CUDA (up to 1024 keys; ``impl``: ``auto``,
+    ``triton``, or eagerly ``torch`` or ``compiled``), else by :func:`eager_attention`.
+    ``kind`` one of :data:`.normalizers.fused_attention.KINDS`; ``alpha`` (entmax_alpha
+    only) a number or a tensor broadcastable to ``(batch, heads, len_q, 1)``, e.g.
+    ``(heads, 1, 1)``; ``k_top`` (topk only) the keys kept; ``key_padding_mask`` bool
+    ``(batch, len_k)``, True at padding keys; ``causal``: query ``i`` sees keys up to ``i +
+    len_k - len_q``; ``scale`` ``dim^-0.5`` by default. A query with every key masked gets
+    zeros, one with a NaN or ``+inf`` score NaN."""
+    check_impl(impl)
+    check_attention(q, k, v, kind, alpha, k_top, key_padding_mask)
+    scale = q.size(-1) ** -0.5 if scale is None else float(scale)
+    if not fused_runs(impl, q, k, kind, alpha):
+        return eager_attention(q, k, v, kind, alpha, k_top, key_padding_mask, causal, scale,
+                               "torch" if impl == "triton" else impl)
+    return _Fused.apply(q, k, v, alpha, kind, k_top, key_padding_mask, causal, scale)

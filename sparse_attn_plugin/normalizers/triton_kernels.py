@@ -77,20 +77,14 @@ def _newton(x, tau, r, KIND: tl.constexpr):
 
 
 @triton.jit
-def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol, KIND: tl.constexpr,
-                   POLISH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``P`` = alpha-entmax of the rows of ``S`` (``n_rows`` x ``n_cols``, contiguous),
-    ``ALPHA`` one per row: safeguarded Newton steps on the threshold until no row of the
-    block moves (or ``max_iter``), with ``POLISH`` one more (float64: to rounding), then
-    ``p = u^r / sum u^r`` (0 on empty rows, NaN on rows with a NaN or ``+inf``)."""
-    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
-    s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
-    alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(s.dtype)
-    r = 1 / (alpha - 1)
-    x = (s - top[:, None]) * (alpha - 1)[:, None]
-    tau = tl.full((BLOCK_M,), -1.0, s.dtype)
+def _threshold(x, r, row_ok, max_iter, tol, KIND: tl.constexpr, POLISH: tl.constexpr):
+    """``tau`` of rows ``x`` (largest entry 0, ``-inf`` allowed after it) for ``r = 1 /
+    (alpha - 1)`` per row: safeguarded Newton steps in ``[-1, 0]`` until no row of the
+    block (``row_ok``) moves (or ``max_iter``), with ``POLISH`` one more (float64: to
+    rounding)."""
+    hi = tl.max(x, axis=1) * 0
+    tau = hi - 1
     lo = tau
-    hi = tl.zeros((BLOCK_M,), s.dtype)
     step = 0
     moved = 1
     while (step < max_iter) & (moved > 0):
@@ -106,11 +100,31 @@ def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol, KIND: tl.constexp
     if POLISH:
         _, newton = _newton(x, tau, r, KIND)
         tau = tl.where((newton >= lo) & (newton <= hi), newton, tau)
+    return tau
+
+
+@triton.jit
+def _entmax_weights(x, tau, r, KIND: tl.constexpr):
+    """``p = u^r / sum u^r`` with ``u = (x - tau)_+``, per row."""
     u = tl.maximum(x - tau[:, None], 0.0)
     ur1, _ = _row_powers(u, r, KIND)
     p = ur1 * u
-    p = p / tl.sum(p, axis=1)[:, None]
-    _store_weights(P, offsets, inside, p, empty, invalid)
+    return p / tl.sum(p, axis=1)[:, None]
+
+
+@triton.jit
+def entmax_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol, KIND: tl.constexpr,
+                   POLISH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``P`` = alpha-entmax of the rows of ``S`` (``n_rows`` x ``n_cols``, contiguous),
+    ``ALPHA`` one per row (:func:`_threshold`, then :func:`_entmax_weights`; 0 on empty
+    rows, NaN on rows with a NaN or ``+inf``)."""
+    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
+    s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
+    alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(s.dtype)
+    r = 1 / (alpha - 1)
+    x = (s - top[:, None]) * (alpha - 1)[:, None]
+    tau = _threshold(x, r, row_ok, max_iter, tol, KIND, POLISH)
+    _store_weights(P, offsets, inside, _entmax_weights(x, tau, r, KIND), empty, invalid)
 
 
 @triton.jit
@@ -172,13 +186,9 @@ def entmax_any_forward(S, ALPHA, P, n_rows, n_cols, max_iter, tol,
 
 
 @triton.jit
-def topk_forward(S, P, n_rows, n_cols, k,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``P`` = softmax of each row of ``S`` over its entries at least its k-th largest
-    (counted with repeats; every unmasked entry where the row has fewer than k; none
-    where it has none)."""
-    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
-    s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
+def _topk_threshold(s, top, k):
+    """``t``, each row's k-th largest entry counted with repeats (its smallest where it has
+    fewer than ``k`` entries above ``-inf``)."""
     t = top
     count = tl.sum(tl.where(s >= t[:, None], 1, 0), axis=1)
     short = count < k
@@ -187,41 +197,65 @@ def topk_forward(S, P, n_rows, n_cols, k,
         t = tl.where(short, below, t)
         count = tl.sum(tl.where(s >= t[:, None], 1, 0), axis=1)
         short = (count < k) & (t > float("-inf"))
+    return t
+
+
+@triton.jit
+def topk_forward(S, P, n_rows, n_cols, k,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``P`` = softmax of each row of ``S`` over its entries at least its k-th largest
+    (counted with repeats; every unmasked entry where the row has fewer than k; none
+    where it has none)."""
+    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
+    s, top, empty, invalid = _load_scores(S, row_ok, offsets, inside)
+    t = _topk_threshold(s, top, k)
     e = tl.where(s >= t[:, None], tl.exp(s - top[:, None]), 0.0)
     p = e / tl.sum(e, axis=1)[:, None]
     _store_weights(P, offsets, inside, p, empty, invalid)
 
 
 @triton.jit
-def backward(P, DP, ALPHA, DS, DALPHA, n_rows, n_cols, KIND: tl.constexpr,
-             ALPHA_GRAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``DS`` from the weights ``P`` and their gradient ``DP`` (``g = P^(2 - alpha)``, or
-    ``g = P`` for softmax), and with ``ALPHA_GRAD`` the per-row alpha gradient ``DALPHA``."""
-    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
-    p = tl.load(P + offsets, mask=inside, other=0.0)
-    dp = tl.load(DP + offsets, mask=inside, other=0.0)
+def _scores_grad(p, dp, alpha, KIND: tl.constexpr):
+    """``ds = g dp - g (sum g dp / sum g)`` per row from the weights ``p`` and their
+    gradient ``dp`` (``g = p^(2 - alpha)``, or ``g = p`` for softmax and top-k), and that
+    mean ``sum g dp / sum g``."""
     if KIND == SOFTMAX:
         g = p
-    else:
-        alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(p.dtype)
+    elif KIND == SPARSEMAX:
         # g = 0 off the support, NaN where p is (rows of NaN weights get NaN gradients)
-        if KIND == SPARSEMAX:
-            g = tl.where(p == 0, 0.0, 1.0).to(p.dtype) + p * 0
-        elif KIND == ENTMAX15:
-            g = tl.sqrt(p)
-        else:
-            g = tl.where(p == 0, 0.0,
-                         tl.exp(tl.log(tl.where(p == 0, 1.0, p)) * (2 - alpha)[:, None]))
+        g = tl.where(p == 0, 0.0, 1.0).to(p.dtype) + p * 0
+    elif KIND == ENTMAX15:
+        g = tl.sqrt(p)
+    else:
+        g = tl.where(p == 0, 0.0,
+                     tl.exp(tl.log(tl.where(p == 0, 1.0, p)) * (2 - alpha)[:, None]))
     g_sum = tl.sum(g, axis=1)
     g_sum = tl.where(g_sum > 0, g_sum, 1.0)              # padding rows
     dp_ghat = tl.sum(g * dp, axis=1) / g_sum
-    tl.store(DS + offsets, g * dp - g * dp_ghat[:, None], mask=inside)
-    if ALPHA_GRAD:
-        r = 1 / (alpha - 1)
-        plogp = p * tl.log(tl.where(p > 0, p, 1.0))
-        neg_entropy = tl.sum(plogp, axis=1)
-        dp_p = tl.sum(dp * p, axis=1)
-        dp_plogp = tl.sum(dp * plogp, axis=1)
-        d_alpha = r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
-        tl.store(DALPHA + rows, d_alpha, mask=row_ok)
+    return g * dp - g * dp_ghat[:, None], dp_ghat
 
+
+@triton.jit
+def _alpha_grad(p, dp, dp_ghat, alpha):
+    """The per-row gradient in alpha of alpha-entmax weights ``p`` (Correia et al. 2019)."""
+    r = 1 / (alpha - 1)
+    plogp = p * tl.log(tl.where(p > 0, p, 1.0))
+    neg_entropy = tl.sum(plogp, axis=1)
+    dp_p = tl.sum(dp * p, axis=1)
+    dp_plogp = tl.sum(dp * plogp, axis=1)
+    return r * r * (dp_p - dp_ghat) - r * (dp_plogp - dp_ghat * neg_entropy)
+
+
+@triton.jit
+def backward(P, DP, ALPHA, DS, DALPHA, n_rows, n_cols, KIND: tl.constexpr,
+             ALPHA_GRAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``DS`` from the weights ``P`` and their gradient ``DP`` (:func:`_scores_grad`), and
+    with ``ALPHA_GRAD`` the per-row alpha gradient ``DALPHA``."""
+    rows, row_ok, offsets, inside = _block(n_rows, n_cols, BLOCK_M, BLOCK_N)
+    p = tl.load(P + offsets, mask=inside, other=0.0)
+    dp = tl.load(DP + offsets, mask=inside, other=0.0)
+    alpha = tl.load(ALPHA + rows, mask=row_ok, other=1.5).to(p.dtype)
+    ds, dp_ghat = _scores_grad(p, dp, alpha, KIND)
+    tl.store(DS + offsets, ds, mask=inside)
+    if ALPHA_GRAD:
+        tl.store(DALPHA + rows, _alpha_grad(p, dp, dp_ghat, alpha), mask=row_ok)
