@@ -78,17 +78,25 @@ def decode_ops(folder: Path, rehearse: bool) -> List[str]:
     return [sys.executable, "benchmarks/bench_decode_ops.py", "--out", str(folder), *sizes]
 
 
+def fused_attention(folder: Path, rehearse: bool) -> List[str]:
+    sizes = (["--device", "cpu", "--quick"] if rehearse
+             else ["--device", "cuda", "--dtype", "float16", "--repeats", "7"])
+    return [sys.executable, "benchmarks/bench_fused_attention.py", "--out", str(folder), *sizes]
+
+
 #: The parts in the order they run; the last one gets what is left of the total budget.
 PARTS = (
     Part("kernels", 120, pytest_tier("test_gpu_kernels.py", "test_gpu_decode_sync.py",
-                                     "test_gpu_timing.py"),
+                                     "test_gpu_timing.py", "test_gpu_fused_attention.py"),
          "GPU tier: Triton and compiled kernels against the eager path, no sync in a step"),
     Part("decode_ops", 40, decode_ops,
          "Operations and kernel launches per decoding step, every normaliser"),
-    Part("end_to_end", 150, end_to_end,
+    Part("end_to_end", 120, end_to_end,
          "End to end: every normaliser against our softmax and fairseq's transformer"),
     Part("hard_attention", 80, hard_attention,
          "Hard retrieval decoding at the WMT base size (Xu et al. 2021)"),
+    Part("fused_attention", 40, fused_attention,
+         "Attention in one call (fused Triton kernels) against scaled_dot_product_attention"),
     Part("fairseq", 100, pytest_tier("test_gpu_fairseq.py"),
          "GPU tier: fairseq-train --fp16 and fairseq-generate for every kind of attention"),
 )
