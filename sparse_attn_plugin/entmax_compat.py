@@ -58,10 +58,10 @@ def _checked_iterations(n_iter: Optional[int]) -> None:
         check_count(n_iter, "n_iter", "entmax_compat")
 
 
-def _as_given(weights: Tensor, X: Tensor) -> Tensor:
-    """The weights in the scores' dtype, as entmax returns them (ours are float32 for half
-    precision scores)."""
-    return weights.to(X.dtype)
+def _as_given(result: Tensor, X: Tensor) -> Tensor:
+    """Weights or losses in the scores' dtype, as entmax returns them (ours are float32 for
+    half precision scores)."""
+    return result.to(X.dtype)
 
 
 # -- the mappings -------------------------------------------------------------------------
@@ -118,60 +118,71 @@ def _entmax_threshold_and_support(X: Tensor, dim: int = -1, k: Optional[int] = N
 
 
 class _Mapping(nn.Module):
-    """A function above as a module, its arguments fixed at construction."""
+    """A function above as a module with entmax 1.3's attributes (``dim`` and those of
+    :attr:`attributes`), read at each call: code written for entmax sets them after
+    construction (``module.alpha = 1.1``)."""
 
     function = None
+    #: The function's arguments besides the scores and ``dim``, kept as attributes.
+    attributes = ()
 
-    def __init__(self, dim: int = -1, **settings):
+    def __init__(self, dim: int = -1, **values):
         super().__init__()
-        self.dim, self.settings = dim, settings
+        self.dim = dim
+        for name, value in values.items():
+            setattr(self, name, value)
 
     def forward(self, X: Tensor) -> Tensor:
-        return type(self).function(X, dim=self.dim, **self.settings)
+        return type(self).function(X, dim=self.dim,
+                                   **{name: getattr(self, name) for name in self.attributes})
 
 
 class Sparsemax(_Mapping):
-    function = staticmethod(sparsemax)
+    function, attributes = staticmethod(sparsemax), ("k",)
 
     def __init__(self, dim: int = -1, k: Optional[int] = None):
-        super().__init__(dim, k=k)
+        super().__init__(dim, k=_checked_k(k))
 
 
 class Entmax15(_Mapping):
-    function = staticmethod(entmax15)
+    function, attributes = staticmethod(entmax15), ("k",)
 
     def __init__(self, dim: int = -1, k: Optional[int] = None):
-        super().__init__(dim, k=k)
+        super().__init__(dim, k=_checked_k(k))
 
 
 class SparsemaxBisect(_Mapping):
-    function = staticmethod(sparsemax_bisect)
+    function, attributes = staticmethod(sparsemax_bisect), ("n_iter",)
 
     def __init__(self, dim: int = -1, n_iter: Optional[int] = None):
         _checked_iterations(n_iter)
-        super().__init__(dim)
+        super().__init__(dim, n_iter=n_iter)
 
 
 class EntmaxBisect(_Mapping):
-    """As entmax's: ``alpha`` may be a tensor (e.g. an ``nn.Parameter`` learnt elsewhere)."""
+    """As entmax's: ``alpha`` may be a tensor (e.g. an ``nn.Parameter``, registered here as
+    entmax registers it)."""
 
-    function = staticmethod(entmax_bisect)
+    function, attributes = staticmethod(entmax_bisect), ("alpha", "n_iter")
 
     def __init__(self, alpha: Alpha = 1.5, dim: int = -1, n_iter: int = 50):
+        _checked_iterations(n_iter)
         super().__init__(dim, alpha=alpha, n_iter=n_iter)
 
 
 class NormmaxBisect(_Mapping):
-    function = staticmethod(normmax_bisect)
+    function, attributes = staticmethod(normmax_bisect), ("alpha", "n_iter")
 
     def __init__(self, alpha: Alpha = 2, dim: int = -1, n_iter: int = 50):
+        _checked_iterations(n_iter)
         super().__init__(dim, alpha=alpha, n_iter=n_iter)
 
 
 class BudgetBisect(_Mapping):
-    function = staticmethod(budget_bisect)
+    function, attributes = staticmethod(budget_bisect), ("budget", "n_iter")
 
     def __init__(self, budget: Alpha = 2, dim: int = -1, n_iter: int = 50):
+        _checked_iterations(n_iter)
         super().__init__(dim, budget=budget, n_iter=n_iter)
 
 
@@ -180,54 +191,62 @@ class BudgetBisect(_Mapping):
 def sparsemax_loss(X: Tensor, target: Tensor, k: Optional[int] = None) -> Tensor:
     """The sparsemax loss of each row (no reduction), as entmax's; ``k`` as in
     :func:`sparsemax`."""
-    return L.sparsemax_loss(X, target, k=_checked_k(k))
+    return _as_given(L.sparsemax_loss(X, target, k=_checked_k(k)), X)
 
 
 def entmax15_loss(X: Tensor, target: Tensor, k: Optional[int] = None) -> Tensor:
     """The 1.5-entmax loss of each row (no reduction), as entmax's; ``k`` as in
     :func:`sparsemax`."""
-    return L.entmax15_loss(X, target, k=_checked_k(k))
+    return _as_given(L.entmax15_loss(X, target, k=_checked_k(k)), X)
 
 
 def sparsemax_bisect_loss(X: Tensor, target: Tensor, n_iter: int = 50) -> Tensor:
-    return L.sparsemax_bisect_loss(X, target, n_iter)
+    return _as_given(L.sparsemax_bisect_loss(X, target, n_iter), X)
 
 
 def entmax_bisect_loss(X: Tensor, target: Tensor, alpha: Alpha = 1.5,
                        n_iter: int = 50) -> Tensor:
-    return L.entmax_bisect_loss(X, target, alpha, n_iter)
+    return _as_given(L.entmax_bisect_loss(X, target, alpha, n_iter), X)
 
 
 def normmax_bisect_loss(X: Tensor, target: Tensor, alpha: Alpha = 2,
                         n_iter: int = 50) -> Tensor:
-    return L.normmax_loss(X, target, alpha, n_iter)
+    return _as_given(L.normmax_loss(X, target, alpha, n_iter), X)
 
 
-class SparsemaxLoss(L.SparsemaxLoss):
+class _InScoresDtype:
+    """A loss module whose loss comes back in the scores' dtype, as entmax's (ours is
+    float32 for half precision scores)."""
+
+    def forward(self, X: Tensor, target: Tensor) -> Tensor:
+        return _as_given(super().forward(X, target), X)
+
+
+class SparsemaxLoss(_InScoresDtype, L.SparsemaxLoss):
     def __init__(self, k: Optional[int] = None, ignore_index: int = -100,
                  reduction: str = "elementwise_mean"):
         super().__init__(ignore_index=ignore_index, reduction=reduction, k=_checked_k(k))
 
 
-class Entmax15Loss(L.Entmax15Loss):
+class Entmax15Loss(_InScoresDtype, L.Entmax15Loss):
     def __init__(self, k: Optional[int] = 100, ignore_index: int = -100,
                  reduction: str = "elementwise_mean"):
         super().__init__(ignore_index=ignore_index, reduction=reduction, k=_checked_k(k))
 
 
-class SparsemaxBisectLoss(L.SparsemaxBisectLoss):
+class SparsemaxBisectLoss(_InScoresDtype, L.SparsemaxBisectLoss):
     def __init__(self, n_iter: int = 50, ignore_index: int = -100,
                  reduction: str = "elementwise_mean"):
         super().__init__(n_iter, ignore_index=ignore_index, reduction=reduction)
 
 
-class EntmaxBisectLoss(L.EntmaxBisectLoss):
+class EntmaxBisectLoss(_InScoresDtype, L.EntmaxBisectLoss):
     def __init__(self, alpha: Alpha = 1.5, n_iter: int = 50, ignore_index: int = -100,
                  reduction: str = "elementwise_mean"):
         super().__init__(alpha, n_iter, ignore_index=ignore_index, reduction=reduction)
 
 
-class NormmaxBisectLoss(L.NormmaxLoss):
+class NormmaxBisectLoss(_InScoresDtype, L.NormmaxLoss):
     def __init__(self, alpha: Alpha = 2, n_iter: int = 50, ignore_index: int = -100,
                  reduction: str = "elementwise_mean"):
         super().__init__(alpha, n_iter, ignore_index=ignore_index, reduction=reduction)

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from .functional import entmax15, entmax_alpha, sparsemax
 from .normalizers.base import at_least_float32, check_count, check_impl, check_scores
 from .normalizers.dispatch import long_rows
+from .normalizers.entmax_family import check_alpha as check_entmax_alpha
 from .normalizers.entmax_partial import check_first_k, row_sums, scatter_weights, top_supports
 from .normalizers.normmax import alpha_norm, check_alpha, normmax
 
@@ -306,7 +307,9 @@ class EntmaxBisectLoss(_Loss):
                  ignore_index: int = -100, reduction: str = "elementwise_mean",
                  impl: str = "auto", k: Optional[int] = None):
         super().__init__(ignore_index=ignore_index, reduction=reduction, impl=impl, k=k)
-        self.alpha, self.n_iter = alpha, n_iter
+        # refused here, as NormmaxLoss's are, not at the first call
+        check_entmax_alpha(alpha)
+        self.alpha, self.n_iter = alpha, check_count(n_iter, "n_iter", type(self).__name__)
 
     def forward(self, X: Tensor, target: Tensor) -> Tensor:
         return entmax_bisect_loss(X, target, self.alpha, self.n_iter, **self.options())

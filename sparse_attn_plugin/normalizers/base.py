@@ -111,6 +111,11 @@ def normalize_along(normalize: Callable[[Tensor], Tensor], scores: Tensor, dim: 
     :meth:`Normalizer.forward` (``dim=-1``) and :mod:`sparse_attn_plugin.functional` (any
     ``dim``) both run through it; ``name`` is the caller's, for the error messages."""
     check_scores(scores, name)
+    if scores.dim() == 0:    # one entry, as torch.softmax takes it (dim -1 or 0)
+        if dim not in (-1, 0):
+            raise IndexError(f"{name}: dim {dim} is out of range for a 0-d tensor (-1 or 0)")
+        return normalize_along(normalize, scores.reshape(1), -1, zeroes_empty_rows,
+                               name).reshape(())
     moved = dim not in (-1, scores.dim() - 1)
     if moved:
         scores = scores.movedim(dim, -1)

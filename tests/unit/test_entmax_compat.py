@@ -90,3 +90,57 @@ def test_k_and_n_iter_change_nothing():
                                entmax_compat.sparsemax(scores), rtol=0, atol=1e-12)
     assert torch.equal(entmax_compat.entmax_bisect(scores, 1.3, n_iter=3),
                        entmax_compat.entmax_bisect(scores, 1.3))
+
+
+@pytest.mark.parametrize("name, settings", [
+    ("Sparsemax", {"dim": 0, "k": 3}),
+    ("Entmax15", {"dim": 0, "k": 3}),
+    ("SparsemaxBisect", {"dim": 0, "n_iter": 80}),
+    ("EntmaxBisect", {"alpha": 1.1, "dim": 0, "n_iter": 80}),
+    ("NormmaxBisect", {"alpha": 3.0, "dim": 0, "n_iter": 80}),
+    ("BudgetBisect", {"budget": 3, "dim": 0, "n_iter": 80}),
+])
+def test_modules_have_entmaxs_attributes_read_at_each_call(name, settings):
+    """Each module has entmax 1.3's attributes with its defaults; set after construction
+    (as code written for entmax does), they change what the next call computes, as in
+    entmax (issue 55: ``m.alpha = 1.1`` used to leave alpha at 1.5)."""
+    ours, theirs = getattr(entmax_compat, name)(), getattr(entmax, name)()
+    for attribute in settings:
+        assert getattr(ours, attribute) == getattr(theirs, attribute), attribute
+    scores = torch.randn(6, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    before = ours(scores)
+    for module in (ours, theirs):
+        for attribute, value in settings.items():
+            setattr(module, attribute, value)
+    after = ours(scores)
+    torch.testing.assert_close(after, theirs(scores), atol=1e-9, rtol=0)
+    assert after.shape == before.shape and not torch.allclose(after, before)
+
+
+def test_a_bad_alpha_or_n_iter_is_refused_at_construction():
+    """As NormmaxLoss's: EntmaxBisectLoss(-1.0) and (1.5, n_iter=0) refuse when built, not
+    at their first call."""
+    with pytest.raises(ValueError, match="alpha"):
+        entmax_compat.EntmaxBisectLoss(-1.0)
+    with pytest.raises(ValueError, match="n_iter"):
+        entmax_compat.EntmaxBisectLoss(1.5, n_iter=0)
+    with pytest.raises(ValueError, match="n_iter"):
+        entmax_compat.EntmaxBisect(1.5, n_iter=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["sparsemax_loss", "entmax15_loss", "sparsemax_bisect_loss",
+                                  "entmax_bisect_loss", "normmax_bisect_loss", "SparsemaxLoss",
+                                  "Entmax15Loss", "SparsemaxBisectLoss", "EntmaxBisectLoss",
+                                  "NormmaxBisectLoss"])
+def test_losses_come_back_in_the_scores_dtype_as_entmaxs(name, dtype):
+    """Issue 55: half precision scores gave float32 losses (entmax: the scores' dtype);
+    the gradient too is in the scores' dtype."""
+    loss = getattr(entmax_compat, name)
+    if name[0].isupper():
+        loss = loss()
+    scores = torch.randn(4, 6).to(dtype).requires_grad_()
+    value = loss(scores, torch.tensor([0, 1, 2, 5]))
+    assert value.dtype == dtype
+    value.sum().backward()
+    assert scores.grad.dtype == dtype

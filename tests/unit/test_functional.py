@@ -380,3 +380,24 @@ def test_importing_the_functional_api_does_not_import_fairseq():
     code = ("import sys, torch, sparse_attn_plugin.functional as F; "
             "F.sparsemax(torch.randn(3)); assert 'fairseq' not in sys.modules, 'fairseq'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("call", [
+    F.softmax, F.sparsemax, F.entmax15, lambda x, dim=-1: F.entmax_alpha(x, 1.3, dim),
+    lambda x, dim=-1: F.entmax_alpha(x, 3.0, dim), lambda x, dim=-1: F.topk_softmax(x, 2, dim),
+    lambda x, dim=-1: F.normmax(x, dim=dim), lambda x, dim=-1: F.budget_sparsemax(x, 1, dim),
+], ids=["softmax", "sparsemax", "entmax15", "alpha 1.3", "alpha 3", "topk", "normmax",
+        "budget"])
+def test_a_0_d_tensor_is_one_entry_as_torch_softmax_takes_it(call):
+    """Weight 1 (0 if it is -inf, NaN if NaN) with a zero gradient, along dim -1 or 0; any
+    other dim is torch's IndexError (issue 55: it was an IndexError traceback at once)."""
+    for dim in (-1, 0):
+        score = torch.tensor(2.0, requires_grad=True)
+        weight = call(score, dim=dim)
+        assert weight.shape == () and weight.item() == torch.softmax(score, dim).item() == 1
+        weight.backward()
+        assert score.grad.item() == 0
+    assert call(torch.tensor(NEG_INF)).item() == 0
+    assert call(torch.tensor(float("nan"))).isnan()
+    with pytest.raises(IndexError, match="out of range for a 0-d tensor"):
+        call(torch.tensor(2.0), dim=1)
