@@ -42,17 +42,23 @@ Entropy = Callable[[Tensor], Tensor]
 class _FenchelYoung(torch.autograd.Function):
     """Per-row loss ``H(p) + <p - e_y, z>`` with the closed-form backward
     ``(p - e_y) * grad``: nothing is differentiated through the normaliser, and ``p`` is a
-    constant to a second derivative (which comes out 0, as in the entmax package)."""
+    constant to a second derivative (which comes out 0, as in the entmax package). A row
+    with every class ``-inf`` has no distribution: NaN loss and gradient, as
+    ``cross_entropy``'s."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, target: Tensor, normalize: Callable[[Tensor], Tensor],
                 entropy: Entropy) -> Tensor:
         weights = normalize(scores)
+        top = scores.amax(-1, keepdim=True)
         residual = weights.scatter_add(-1, target.unsqueeze(-1),
                                        torch.full_like(weights[..., :1], -1.0))
+        empty = torch.isneginf(top)
+        residual = residual.masked_fill_(empty, math.nan)
         ctx.save_for_backward(residual)
         ctx.scores_dtype = scores.dtype
-        return entropy(weights) + _inner(residual, scores)
+        return (entropy(weights) + _inner(residual, scores, top)).masked_fill_(
+            empty.squeeze(-1), math.nan)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -111,12 +117,11 @@ def _norm_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
     return (1 - alpha_norm(weights, alpha)).squeeze(-1)
 
 
-def _inner(residual: Tensor, scores: Tensor) -> Tensor:
-    """``<p - e_y, z>`` of each row, with each finite row's maximum taken out of ``z`` (the
-    sum is shift-invariant, so large offsets cost no precision) and the entries where
-    ``p - e_y`` is 0, ``-inf`` masks among them, left out: their NaN products are 0 (a row
-    whose weights are NaN has a NaN entropy, which keeps its loss NaN)."""
-    top = scores.amax(-1, keepdim=True)
+def _inner(residual: Tensor, scores: Tensor, top: Tensor) -> Tensor:
+    """``<p - e_y, z>`` of each row, with each finite row's maximum ``top`` taken out of
+    ``z`` (the sum is shift-invariant, so large offsets cost no precision) and the entries
+    where ``p - e_y`` is 0, ``-inf`` masks among them, left out: their NaN products are 0 (a
+    row whose weights are NaN has a NaN entropy, which keeps its loss NaN)."""
     shifted = scores - top.nan_to_num(0.0, 0.0, 0.0)     # a row's maximum, 0 if not finite
     products = (residual * shifted).nan_to_num_(0.0, math.inf, -math.inf)
     return products.sum(-1)

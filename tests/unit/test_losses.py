@@ -124,6 +124,27 @@ def test_a_nan_row_gives_a_nan_loss_and_leaves_the_others(ours, _, normalize):
     assert dirty[2].isnan() and torch.equal(dirty[[0, 1, 3, 4]], clean[[0, 1, 3, 4]])
 
 
+@pytest.mark.parametrize("ours,_,normalize", CASES, ids=IDS)
+def test_masked_rows_and_masked_targets_follow_cross_entropy(ours, _, normalize):
+    """Issue 55's rule: a row with every class -inf gives a NaN loss and NaN gradient (it
+    gave +inf and -e_y); a target on a masked class of a live row gives +inf with the
+    gradient p - e_y; the other rows are untouched; all as torch's cross_entropy."""
+    scores, target = scores_and_target(rows=4, classes=4, seed=5)
+    clean, clean_grad = loss_and_grad(ours, scores, target)
+    scores[1] = float("-inf")
+    scores[2, target[2]] = float("-inf")
+    value, grad = loss_and_grad(ours, scores, target)
+    reference = scores.clone().requires_grad_()
+    torch.nn.functional.cross_entropy(reference, target, reduction="none").sum().backward()
+    assert value[1].isnan() and grad[1].isnan().all() and reference.grad[1].isnan().all()
+    assert value[2] == float("inf") and torch.isfinite(grad[2]).all()
+    weights = normalize(scores[2:3].clone()).squeeze(0)
+    expected = weights - torch.nn.functional.one_hot(target[2], 4).to(weights.dtype)
+    torch.testing.assert_close(grad[2], expected * row_scale(value)[2], atol=1e-12, rtol=0)
+    assert torch.equal(value[[0, 3]], clean[[0, 3]])
+    assert torch.equal(grad[[0, 3]], clean_grad[[0, 3]])
+
+
 @pytest.mark.parametrize("target,error,words", [
     (torch.tensor([0, 4]), ValueError, "target 4 is not a class index in [0, 4)"),
     (torch.tensor([-1, 0]), ValueError, "target -1 is not a class index"),
