@@ -72,6 +72,13 @@ GPU_MODEL = re.compile(r"\b(?:[HAVP]100|H200|A10G?|A40|L4|L40S?|T4|MI\d{3}X?|RTX
 NO_GPU = re.compile(r"\bno GPU\b|\bhas none\b|\bholds no GPU\b|\bnot (?:yet )?(?:been )?run on "
                     r"(?:a|any) GPU\b|\bwithout a GPU\b", re.IGNORECASE)
 ELSEWHERE = re.compile(r"\bissue \d+\b")
+#: A sentence about the GPU report, and one saying it measured nothing.
+GPU_REPORT = re.compile(r"\bGPU report\b|\bgpu-report\b|results/gpu\b", re.IGNORECASE)
+NOTHING_MEASURED = re.compile(r"\bcut short\b|\bwrote no (?:numbers|figures)\b|\bno numbers\b|"
+                              r"\bnothing (?:was )?measured\b|\bdid not (?:run|finish)\b",
+                              re.IGNORECASE)
+#: What says a sentence is about another run than the record's.
+OTHER_RUN = re.compile(r"\bearlier\b|\bgit history\b|\bfirst call\b", re.IGNORECASE)
 
 
 @dataclass
@@ -282,6 +289,27 @@ def gpu_faults(root: Path, files: List[Path]) -> List[str]:
     return faults
 
 
+def report_faults(root: Path, files: List[Path]) -> List[str]:
+    """Sentences saying the GPU report measured nothing (cut short, no numbers) while
+    ``results/gpu/report.json`` holds parts that finished (unless they say they speak of
+    another run: an earlier one, in git history)."""
+    report = root / "results" / "gpu" / "report.json"
+    if not report.exists():
+        return []
+    finished = [name for name, part in json.loads(report.read_text())["parts"].items()
+                if part.get("exit_status") == 0 and not part.get("stopped_at_budget")]
+    faults = []
+    for path in files:
+        for block in blocks(path, root):
+            for _, sentence in _sentences(block.text):
+                plain = COMMENT.sub("", sentence)
+                if finished and GPU_REPORT.search(plain) and NOTHING_MEASURED.search(plain) \
+                        and not OTHER_RUN.search(plain):
+                    faults.append(f"{block.where}: says the GPU report measured nothing, but "
+                                  f"results/gpu/report.json has {', '.join(finished)} done")
+    return faults
+
+
 def doc_files(root: Path) -> List[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
@@ -295,6 +323,11 @@ def test_every_figure_quoted_from_results_is_in_its_record():
 
 def test_what_the_docs_say_about_gpus_agrees_with_the_records():
     faults = gpu_faults(REPO, doc_files(REPO))
+    assert not faults, "\n".join(faults)
+
+
+def test_what_the_docs_say_about_the_gpu_report_agrees_with_its_record():
+    faults = report_faults(REPO, doc_files(REPO))
     assert not faults, "\n".join(faults)
 
 
@@ -409,3 +442,15 @@ def test_a_gpu_figure_without_a_record_is_caught(copy):
     assert len(faults) == 2, faults
     assert "names A100 beside results/" in faults[0]
     assert "quotes figures on an A100" in faults[1]
+
+
+def test_a_claim_that_the_gpu_report_measured_nothing_is_caught(copy):
+    """Issue 55: README said the report's first run "was cut short, and its benchmark parts
+    wrote no numbers" beside a complete H100 report."""
+    assert not report_faults(copy, doc_files(copy))
+    (copy / "docs" / "extra.md").write_text(
+        "The GPU report's first run was cut short, and its parts wrote no numbers.\n")
+    faults = report_faults(copy, doc_files(copy))
+    assert len(faults) == 1 and faults[0].startswith(
+        "docs/extra.md:1: says the GPU report measured nothing, but results/gpu/report.json "
+        "has "), faults
