@@ -57,9 +57,12 @@ def _hypotheses(path) -> List[str]:
 
 
 def _generate_output(path, args) -> GenerateOutput:
-    """fairseq's output in ``path``; without T- lines only where ``--ref`` is given."""
+    """fairseq's output in ``path``; without T- lines only where ``--ref`` is given; with
+    its closing lines unless ``--ref`` (whose count must be the sentences') or
+    ``--partial`` is given."""
     return read_generate_output(read_lines(path, nonempty=True), str(path),
-                                references=not args.ref)
+                                references=not args.ref,
+                                closed=not (args.ref or args.partial))
 
 
 def _baseline(args, system: Optional[GenerateOutput]) -> Optional[List[str]]:
@@ -206,6 +209,10 @@ def build_parser():
                                             "with --generate-output: in place of its S- lines)")
     p.add_argument("--generate-output", type=Path,
                    help="fairseq-generate output (S/T/H lines, every sentence id from 0)")
+    p.add_argument("--partial", action="store_true",
+                   help="score a --generate-output that lacks fairseq-generate's closing lines "
+                        "('Translated N sentences', 'Generate ... with beam='), as a file cut "
+                        "on purpose; refused otherwise")
     p.add_argument("--baseline", type=Path,
                    help="another system's translations of the same sentences, in the form of "
                         "the scored ones (lines like --hyp, or fairseq-generate output like "

@@ -10,6 +10,7 @@ translate (its last-batch bug, docs/scoring.md), and such partial output is refu
 rather than scored.
 """
 
+import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -20,6 +21,10 @@ from ..files import InputError
 ESCAPED_UNK = "<<unk>>"
 
 _LINE_KINDS = {"S": "source", "T": "reference", "H": "hypothesis"}
+#: What fairseq-generate writes after the sentences (its log shares the output): how many
+#: it translated, and, with references, its BLEU line.
+TRANSLATED = re.compile(r"\bTranslated ([\d,]+) sentences\b")
+FINISHED = re.compile(r"^Generate \S+ with beam=\d+: ")
 
 
 @dataclass(frozen=True)
@@ -34,15 +39,24 @@ class GenerateOutput:
     scores: List[float]
 
 
-def _fields(lines: Iterable[str]) -> Dict[str, Dict[int, Tuple[int, List[str]]]]:
+def _fields(lines: Iterable[str]) -> Tuple[Dict[str, Dict[int, Tuple[int, List[str]]]],
+                                          Optional[int], bool]:
     """``{"S"|"T"|"H": {id: (line number, tab-separated fields)}}``, the first line of
-    each kind and id (the best hypothesis)."""
+    each kind and id (the best hypothesis); the count of fairseq's ``Translated N
+    sentences`` line (None without one); and whether a closing line (that, or ``Generate
+    ... with beam=N: ...``) is there."""
     fields: Dict[str, Dict[int, Tuple[int, List[str]]]] = {kind: {} for kind in _LINE_KINDS}
+    translated, closed = None, False
     for number, line in enumerate(lines, 1):
         tag, sep, rest = line.rstrip("\n").partition("\t")
         kind, dash, sentence = tag.partition("-")
         if sep and dash and kind in fields and sentence.isdigit():
             fields[kind].setdefault(int(sentence), (number, rest.split("\t")))
+        elif (count := TRANSLATED.search(line)) is not None:
+            translated, closed = int(count.group(1).replace(",", "")), True
+        elif FINISHED.match(line):
+            closed = True
+    return fields, translated, closed
     return fields
 
 
@@ -74,17 +88,27 @@ def _texts(name: str, fields, kind: str, ids: List[int]) -> Optional[List[str]]:
 
 
 def read_generate_output(lines: Iterable[str], name: str = "fairseq-generate output",
-                         references: bool = True) -> GenerateOutput:
+                         references: bool = True, closed: bool = False) -> GenerateOutput:
     """Parse the output (``name`` is the file, for the error messages). Every sentence id
     from 0 to the largest must have its H- line, and S- and T- lines where the output
-    has any; without ``references``, output with no T- lines at all is accepted
-    (``fairseq-interactive``'s). :class:`InputError`, one line naming ``name``, the id
-    and (for a bad score) the line, where it is not so."""
-    fields = _fields(lines)
+    has any; as many sentences as fairseq's ``Translated N sentences`` line says, where
+    there is one; with ``closed``, that line or fairseq-generate's BLEU line must be there
+    (a file cut after its sentence ``k`` is otherwise whole for ids ``0-k``); without
+    ``references``, output with no T- lines at all is accepted (``fairseq-interactive``'s).
+    :class:`InputError`, one line naming ``name``, the id and (for a bad score) the line,
+    where it is not so."""
+    fields, translated, finished = _fields(lines)
     if not fields["H"]:
         raise InputError(f"{name}: no hypotheses (H- lines): not fairseq-generate output")
     seen = set().union(*fields.values())
     ids = list(range(max(seen) + 1))
+    if translated is not None and translated != len(ids):
+        raise InputError(f"{name}: fairseq translated {translated} sentences, the output holds "
+                         f"{len(ids)} (ids 0-{ids[-1]}): the output is incomplete")
+    if closed and not finished:
+        raise InputError(f"{name}: no 'Translated N sentences' or 'Generate ... with beam=' "
+                         f"line, which fairseq-generate writes after the sentences: the output "
+                         f"looks cut (--partial scores it as it is)")
     _check_complete(name, fields, "H", ids)
     if references and not fields["T"]:
         raise InputError(f"{name}: no references (T- lines), as fairseq-interactive prints "

@@ -76,12 +76,37 @@ def test_only_newlines_end_a_line(tmp_path):
     assert scores["bleu"]["score"] == pytest.approx(corpus_bleu(hyps, REFS).score)
 
 
+#: What fairseq-generate writes after the sentences, with references.
+CLOSING = "Generate test with beam=5: BLEU4 = 100.00, 100.0/100.0/100.0/100.0"
+
+
 def test_reads_fairseq_generate_output_and_removes_bpe(tmp_path):
     gen = tmp_path / "gen.out"
     dog, cat = "the d@@ og bark@@ ed at me", "the c@@ at sat on it"
-    gen.write_text(f"S-1\tb\nT-1\t{dog}\nH-1\t-0.3\t{dog}\nS-0\ta\nT-0\t{cat}\nH-0\t-0.2\t{cat}\n")
+    gen.write_text(f"S-1\tb\nT-1\t{dog}\nH-1\t-0.3\t{dog}\nS-0\ta\nT-0\t{cat}\nH-0\t-0.2\t{cat}\n"
+                   f"{CLOSING}\n")
     scores = run(["--generate-output", str(gen), "--remove-bpe", "--metrics", "bleu"])
     assert scores["bleu"]["score"] == pytest.approx(100.0)
+
+
+def test_a_cut_generate_output_is_refused_unless_partial(tmp_path):
+    """Issue 55: the last sentences cut off a fairseq-generate output scored with exit 0.
+    Without fairseq's closing lines it is one line and exit 1; ``--partial`` scores it as
+    it is; with --ref the references' count must be the sentences'."""
+    gen = _generate_output(tmp_path / "gen.out", [(0, "a b c d e", "a b c d e"),
+                                                  (1, "f g h i j", "f g h i j")])
+    proc = subprocess.run([BIN / "sparse-attn-score", "--generate-output", gen, "--metrics",
+                           "bleu"], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        f"sparse-attn-score: error: {gen}: no 'Translated N sentences' or 'Generate ... with "
+        "beam=' line, which fairseq-generate writes after the sentences: the output looks cut "
+        "(--partial scores it as it is)")
+    scores = run(["--generate-output", str(gen), "--partial", "--metrics", "bleu"])
+    assert scores["bleu"]["score"] == pytest.approx(100.0)
+    ref = _lines(tmp_path / "ref", ["a b c d e", "f g h i j", "k l m n o"])
+    proc = subprocess.run([BIN / "sparse-attn-score", "--generate-output", gen, "--ref", ref,
+                           "--metrics", "bleu"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "line counts differ" in proc.stderr
 
 
 def test_bpe_removal_matches_fairseq():
@@ -132,17 +157,18 @@ def test_baseline_gives_the_paired_bootstrap_difference(files):
     assert f"{paired['difference']:+.2f}" in line and "200 resamples" in line
 
 
-def _generate_output(path, ids_and_lines):
+def _generate_output(path, ids_and_lines, closing: str = ""):
     return _lines(path, [f"{kind}-{i}\t{'-0.1' + chr(9) if kind == 'H' else ''}{text}"
                          for i, ref, hyp in ids_and_lines
-                         for kind, text in (("S", "src"), ("T", ref), ("H", hyp))])
+                         for kind, text in (("S", "src"), ("T", ref), ("H", hyp))]
+                  + ([closing] if closing else []))
 
 
 def test_baseline_of_generate_output_is_generate_output(tmp_path):
     system = _generate_output(tmp_path / "sys.out", [(0, "a b@@ c d", "a b@@ c d"),
-                                                       (1, "e f g h", "e f g x")])
+                                                       (1, "e f g h", "e f g x")], CLOSING)
     base = _generate_output(tmp_path / "base.out", [(1, "e f g h", "e x g x"),
-                                                      (0, "a b@@ c d", "a bc d")])
+                                                      (0, "a b@@ c d", "a bc d")], CLOSING)
     scores = run(["--generate-output", str(system), "--baseline", str(base), "--remove-bpe",
                   "--metrics", "bleu", "--resamples", "50"])
     expected = paired_bootstrap(["a bc d", "e f g x"], ["a bc d", "e x g x"],
@@ -170,8 +196,8 @@ def test_bad_baseline_is_one_line_and_writes_nothing(files, extra, message):
 
 
 def test_generate_outputs_of_other_sentences_are_refused(tmp_path):
-    system = _generate_output(tmp_path / "sys.out", [(0, "a b c", "a b c")])
-    base = _generate_output(tmp_path / "base.out", [(0, "x y z", "a b c")])
+    system = _generate_output(tmp_path / "sys.out", [(0, "a b c", "a b c")], CLOSING)
+    base = _generate_output(tmp_path / "base.out", [(0, "x y z", "a b c")], CLOSING)
     proc = subprocess.run([BIN / "sparse-attn-score", "--generate-output", system,
                            "--baseline", base], capture_output=True, text=True)
     assert proc.returncode == 1

@@ -9,6 +9,7 @@ import pytest
 
 from sparse_attn_plugin.evaluation import brevity_penalty, corpus_bleu, read_generate_output
 from sparse_attn_plugin.evaluation.bleu import split_hyphenated_compounds
+from sparse_attn_plugin.files import InputError
 
 GENERATE_OUTPUT = """\
 S-1\tdie katze
@@ -19,11 +20,30 @@ P-1\t-0.1 -0.2 -0.3
 S-0\tein hund bellt
 T-0\ta dog barks
 H-0\t-0.25\ta dog barked
-INFO:fairseq_cli.generate:Translated 2 sentences (7 tokens) in 0.1s (20.0 sentences/s)
 S-2\tleer
 T-2\tempty
 H-2\t-1.5\t
+INFO:fairseq_cli.generate:Translated 3 sentences (7 tokens) in 0.1s (20.0 sentences/s)
+Generate test with beam=5: BLEU4 = 50.00, 75.0/50.0/50.0/50.0 (BP=1.000, ratio=1.000)
 """
+
+
+def test_a_cut_output_is_refused_by_fairseqs_own_count_and_closing_lines():
+    """Issue 55: ids 0-1 of 3 (the last sentence cut) passed, every id up to the largest
+    being there. fairseq's 'Translated N sentences' line gives the count; asked for
+    (``closed``, as sparse-attn-score asks), a closing line must be there."""
+    lines = GENERATE_OUTPUT.splitlines()
+    cut = [line for line in lines if not line.endswith(("\tleer", "\tempty", "\t-1.5\t"))]
+    with pytest.raises(InputError, match="fairseq translated 3 sentences, the output holds 2 "
+                                         r"\(ids 0-1\): the output is incomplete"):
+        read_generate_output(cut, "gen.out")
+    head = [line for line in cut if not line.startswith(("INFO", "Generate"))]
+    assert read_generate_output(head, "gen.out").ids == [0, 1]
+    with pytest.raises(InputError, match="gen.out: no 'Translated N sentences' or 'Generate "
+                                         r"\.\.\. with beam=' line, .* looks cut \(--partial"):
+        read_generate_output(head, "gen.out", closed=True)
+    for ending in ("Generate test with beam=5: BLEU4 = 1.00", "Translated 2 sentences"):
+        assert read_generate_output(head + [ending], "gen.out", closed=True).ids == [0, 1]
 
 
 def test_generate_output_is_sorted_by_id():
