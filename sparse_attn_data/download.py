@@ -95,7 +95,9 @@ def fetch(source: Source, folder: Path, raw_dir: Optional[Path] = None, retries:
                 raise PrepError(f"{source.url}: HTTP {err.code} {err.reason}") from None
             if attempt == retries:
                 raise PrepError(f"{source.url}: download failed after {retries} attempts "
-                                f"({err}); run again to resume from {part}") from None
+                                f"({err}); run again to resume from {part}, or give the "
+                                f"files you have with --raw-dir DIR (or {RAW_DIR_ENV}): "
+                                f"{source.filename} there") from None
             wait = backoff ** attempt
             logger.info(f"{source.filename}: {err}; retry {attempt}/{retries - 1} in "
                         f"{wait:.0f} s")

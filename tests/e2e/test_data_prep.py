@@ -160,6 +160,20 @@ def test_download_resumes_after_a_dropped_connection(tmp_path, server):
         download.fetch(corrupt, tmp_path / "orig", retries=1)
 
 
+def test_a_download_that_keeps_failing_says_how_to_go_on_offline(tmp_path):
+    """Issue 55: offline, the message said only "run again to resume"; it also says that
+    --raw-dir takes the files the user already has, and which."""
+    source = download.Source("http://127.0.0.1:9/corpus.tgz", "corpus.tgz")   # discard port
+    with pytest.raises(steps.PrepError) as refused:
+        download.fetch(source, tmp_path / "orig", retries=2, backoff=0.0, timeout=2)
+    message = str(refused.value)
+    assert message.startswith("http://127.0.0.1:9/corpus.tgz: download failed after 2 "
+                              "attempts (")
+    assert message.endswith(f"run again to resume from {tmp_path / 'orig' / 'corpus.tgz.part'}"
+                            f", or give the files you have with --raw-dir DIR (or "
+                            f"{download.RAW_DIR_ENV}): corpus.tgz there")
+
+
 def test_an_archive_that_is_not_the_published_one_is_refused(tmp_path, capsys):
     """WMT14's training archives carry their published size and SHA-256."""
     archives.wmt14_archives(tmp_path / "raw")

@@ -44,8 +44,11 @@ def test_code_block_runs(index, tmp_path):
         if f'"{name}"' in code:
             code = code.replace(f'"{name}"', repr(str(save(tmp_path / "stand-in"))))
             cwd = tmp_path
-    # the page's commands (sparse-attn-score) as a reader's shell finds them
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    # run by the environment's python with that environment not activated (its scripts
+    # off PATH): the page's commands must not count on a shell finding them (issue 55)
+    scripts = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p != scripts)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=path)
     done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
