@@ -118,6 +118,22 @@ class EntmaxLossConfig(FairseqDataclass):
         "help": "alpha of the output's entmax and its loss: 2 sparsemax, 1.5 1.5-entmax "
                 "(default), any number in (1, 2] alpha-entmax"})
     sentence_avg: bool = II("optimization.sentence_avg")
+    #: The model's architecture (fairseq's --arch), to refuse one that cannot decode with
+    #: entmax before training starts (at the first step fairseq would write crash.pt).
+    arch: Optional[str] = II("model._name")
+
+
+def _check_arch(arch: Optional[str]) -> None:
+    """A one-line SettingsError unless ``--arch arch`` (None: not known here) is one of
+    ours that decodes with entmax (its class has the ``output_entmax`` of
+    :class:`..models.output_entmax.OutputEntmaxMixin`)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    model = ARCH_MODEL_REGISTRY.get(arch) if arch else None
+    if model is not None and not hasattr(model, "output_entmax"):
+        raise SettingsError(f"--criterion {CRITERION} needs a model that decodes with "
+                            f"entmax: --arch sparse_transformer*, sparse_lstm* or "
+                            f"kernel_transformer*, not {arch}")
 
 
 @register_criterion(CRITERION, dataclass=EntmaxLossConfig)
@@ -125,8 +141,9 @@ class EntmaxLossCriterion(FairseqCriterion):
     """The alpha-entmax loss of the model's output (see the module); the model must be one
     of ours, which decodes with the same alpha-entmax."""
 
-    def __init__(self, task, loss_alpha=DEFAULT_ALPHA, sentence_avg=False):
+    def __init__(self, task, loss_alpha=DEFAULT_ALPHA, sentence_avg=False, arch=None):
         super().__init__(task)
+        _check_arch(arch)
         self.alpha = parse_loss_alpha(loss_alpha)
         self.sentence_avg = sentence_avg
 

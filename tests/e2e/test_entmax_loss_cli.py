@@ -76,6 +76,21 @@ def test_bad_loss_alpha_is_one_line(synthetic_bin, tmp_path, value):
     assert not list(tmp_path.iterdir()), "nothing may be written"
 
 
+def test_a_model_that_cannot_decode_with_entmax_is_refused_before_training(synthetic_bin,
+                                                                         tmp_path):
+    """Issue 55: --arch transformer was refused at the first step, after fairseq wrote
+    crash.pt; now before training, and the --save-dir it made is gone again."""
+    save_dir = tmp_path / "new"
+    proc = run([BIN / "fairseq-train", synthetic_bin, "--user-dir", PLUGIN, "--arch",
+                "transformer", "--cpu", "--max-tokens", "500", "--save-dir", save_dir,
+                *ENTMAX], check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: --criterion entmax_loss needs a model that decodes with entmax: --arch "
+        "sparse_transformer*, sparse_lstm* or kernel_transformer*, not transformer")
+    assert not save_dir.exists()
+
+
 def test_the_output_layer_benchmark_times_the_checkpoints_own_logits(
         synthetic_bin, entmax_checkpoint, tmp_path):
     """benchmarks/bench_output_layer.py --checkpoint, as typed: the losses on the model's

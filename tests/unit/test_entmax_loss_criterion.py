@@ -248,8 +248,14 @@ def test_bad_loss_alpha_is_one_line_at_parse_time(synthetic_bin, text):
 
 
 def test_a_model_without_the_output_is_refused(synthetic_bin):
+    """When the criterion is built for --arch transformer (before fairseq-train's first
+    step, where an error makes fairseq write crash.pt: issue 55), and, built for one of
+    ours, when it is given another model."""
     task, model = build(synthetic_bin, "transformer", entmax_flags())
-    criterion = task.build_criterion(parse(synthetic_bin, "transformer", entmax_flags()))
+    with pytest.raises(SettingsError, match=f"^--criterion {CRITERION} needs a model that "
+                                            "decodes with entmax: .*not transformer$"):
+        task.build_criterion(parse(synthetic_bin, "transformer", entmax_flags()))
+    criterion = task.build_criterion(parse(synthetic_bin, "sparse_transformer", entmax_flags()))
     with pytest.raises(SettingsError, match=f"^--criterion {CRITERION} needs a model that "
                                             "decodes with entmax: .*not TransformerModel$"):
         criterion(model, batch(task))
