@@ -69,7 +69,7 @@ class _FenchelYoung(torch.autograd.Function):
 class _SupportFenchelYoung(torch.autograd.Function):
     """The same per-row loss for one alpha > 1 over long rows, from each row's support
     alone (:func:`.normalizers.entmax_partial.top_supports`), with scores ``(N, V)`` whose
-    rows have a finite maximum ``top``: ``sum p^alpha`` and ``<p, z - max z>`` over the
+    rows have a finite maximum ``top``: the entropy's terms and ``<p, z - max z>`` over the
     support, less ``z_y - max z``; the backward scatters ``(p - e_y) * grad`` into zeros, so
     no dense weights exist before it."""
 
@@ -79,12 +79,12 @@ class _SupportFenchelYoung(torch.autograd.Function):
         rows = at_least_float32(scores)
         supports = top_supports(rows, alpha, k)
         n = rows.size(0)
-        power = row_sums(supports, lambda shifted, p: p.pow(alpha), n)
+        entropy = row_sums(supports, lambda shifted, p: _tsallis_terms(p, alpha), n)
         inner = row_sums(supports, lambda shifted, p: p * shifted, n)
         picked = rows.gather(-1, target.unsqueeze(-1)).squeeze(-1) - top.to(rows.dtype)
         ctx.supports, ctx.shape, ctx.scores_dtype = supports, rows.shape, scores.dtype
         ctx.save_for_backward(target)
-        return (1 - power) / (alpha * (alpha - 1)) + inner - picked
+        return entropy + inner - picked
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -94,21 +94,28 @@ class _SupportFenchelYoung(torch.autograd.Function):
         return residual.to(ctx.scores_dtype), None, None, None, None
 
 
+def _tsallis_terms(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
+    """Terms whose sum over a row of weights ``p`` (summing to 1) is the Tsallis entropy
+    ``(1 - sum_j p_j^alpha) / (alpha (alpha - 1))``: ``-p_j expm1((alpha - 1) log p_j) /
+    (alpha (alpha - 1))``, at alpha = 1 Shannon's ``-p_j log p_j`` (the loss is then
+    cross-entropy); ``p (1 - p) / 2`` at 2 and ``p (1 - sqrt p) / 0.75`` at 1.5. Summed so,
+    near alpha = 1 nothing cancels: ``1 - sum_j p_j^alpha`` is a rounding error over
+    ``alpha - 1`` there."""
+    if not isinstance(alpha, Tensor) and alpha in (1.5, 2):
+        # a power of 1.5 or 2 without pow, a general power being an exp and a log an entry
+        return weights * (1 - (weights.sqrt() if alpha == 1.5 else weights)) / (
+            alpha * (alpha - 1))
+    logs = torch.log(torch.where(weights > 0, weights, 1.0))    # 0 where p is
+    gap = torch.as_tensor(alpha - 1, dtype=logs.dtype, device=logs.device)
+    at_one = gap == 0
+    # expm1(gap log p) / gap, whose limit at gap = 0 is log p
+    ratio = torch.where(at_one, logs, torch.expm1(gap * logs) / torch.where(at_one, 1.0, gap))
+    return -weights * ratio / alpha
+
+
 def _tsallis_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:
-    """``(1 - sum_j p_j^alpha) / (alpha (alpha - 1))`` of each row (last dim); at alpha = 1
-    its limit, Shannon's ``-sum_j p_j log p_j`` (softmax's: the loss is cross-entropy)."""
-    one = alpha == 1
-    if not isinstance(alpha, Tensor) and not one:
-        # p^1.5 as p sqrt(p) and p^2 as p p: a general power is an exp and a log an entry
-        power = weights * (weights.sqrt() if alpha == 1.5 else weights) if alpha in (1.5, 2) \
-            else weights ** alpha
-        return (1 - power.sum(-1)) / (alpha * (alpha - 1))
-    shannon = -(weights * torch.log(torch.where(weights > 0, weights, 1.0))).sum(-1, keepdim=True)
-    if not isinstance(alpha, Tensor):
-        return shannon.squeeze(-1)
-    safe = torch.where(one, 2.0, alpha)
-    tsallis = (1 - (weights ** safe).sum(-1, keepdim=True)) / (safe * (safe - 1))
-    return torch.where(one, shannon, tsallis).squeeze(-1)
+    """The Tsallis entropy of each row (last dim) of ``weights`` (:func:`_tsallis_terms`)."""
+    return _tsallis_terms(weights, alpha).sum(-1)
 
 
 def _norm_entropy(weights: Tensor, alpha: Union[float, Tensor]) -> Tensor:

@@ -248,3 +248,16 @@ def test_entmax_bisect_loss_at_alpha_one_is_cross_entropy_and_elsewhere_entmax_s
         torch.stack([losses.entmax_bisect_loss(scores[i:i + 1], target[i:i + 1],
                                                alpha=a.item())[0]
                      for i, a in enumerate(per_row)]), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.999, 0.9999, 1.0001, 1.001, 1.01])
+def test_the_alpha_entmax_loss_in_float32_near_alpha_one_has_no_cancellation(alpha):
+    """Issue 55: (1 - sum p^alpha) / (alpha (alpha - 1)) lost 1.6e-3 at alpha 1.0001 in
+    float32 (the rounding of sum p^alpha over alpha - 1); the float32 losses are within
+    float32's rounding (1e-6 relative to the largest) of the float64 ones."""
+    generator = torch.Generator().manual_seed(7)
+    scores = 2 * torch.randn(64, 50, dtype=torch.float64, generator=generator)
+    target = torch.randint(0, 50, (64,), generator=generator)
+    wide = losses.entmax_bisect_loss(scores, target, alpha)
+    narrow = losses.entmax_bisect_loss(scores.float(), target, alpha)
+    assert (narrow.double() - wide).abs().max() <= 1e-6 * wide.abs().max()
