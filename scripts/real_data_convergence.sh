@@ -3,11 +3,11 @@
 # Multi30k De-En after 1500 updates (results/multi30k/) still trail it at convergence?
 # The rows trained with one architecture, data and seed, each until its validation loss has
 # not improved for 5 epochs. MODEL `small` (the default) is results/multi30k/'s transformer,
-# into multi30k_convergence/: it trains on a CPU, but up to 30,000 updates a row (20 times
-# results/multi30k/'s 1,500) is a run meant for a GPU (not run yet; no record times a row of
-# it anywhere). MODEL `tiny` (2+2 layers, 64-dim) is small enough for a CPU, into
-# multi30k_convergence_tiny/: the committed results/multi30k_convergence_tiny/ trained each
-# row on one core, up to its 30,000 updates.
+# into multi30k_convergence/: the CPU model those rows trained (1,500 updates each on 2 CPU
+# cores), here up to 30,000 updates a row, 20 times as many: days a row on such a machine
+# (not run yet; no record times a row of it anywhere). MODEL `tiny` (2+2 layers, 64-dim) is
+# small enough for a CPU, into multi30k_convergence_tiny/: the committed
+# results/multi30k_convergence_tiny/ trained each row on one core, up to its 30,000 updates.
 # Each row is also decoded with softmax at every site (--decode-with softmax), to tell a
 # gap learned in training from one made by the normaliser at decoding, and translated at
 # the length penalty it does best with on valid (--tune-lenpen), to tell a gap in what a
