@@ -6,6 +6,7 @@ they print comes from fairseq's own commands run with this plugin.
 """
 
 import json
+import logging
 import re
 import statistics
 import subprocess
@@ -20,6 +21,9 @@ from tqdm import tqdm
 import sparse_attn_plugin
 from sparse_attn_plugin.errors import SparseAttnError
 from sparse_attn_plugin.evaluation import GenerateOutput, read_generate_output
+from sparse_attn_plugin.evaluation.generate_output import unknown_words
+
+logger = logging.getLogger(__name__)
 
 #: fairseq's --user-dir: the plugin package's folder.
 PLUGIN_DIR = Path(sparse_attn_plugin.__file__).resolve().parent
@@ -265,5 +269,9 @@ def generate(data: Path, checkpoint: Path, flags: Sequence[str], log: Path,
         raise RuntimeError(f"fairseq-generate translated {len(translated)} of {size[-1]} "
                            f"sentences (full log: {log})")
     output = read_generate_output(text.splitlines())
+    warning = unknown_words(output.references, log)
+    if warning:   # the tables score these lines, as fairseq's own BLEU does
+        logger.warning(f"{warning}; the scores here are against those lines, as "
+                       "fairseq-generate's own BLEU")
     return GenerateResult(output, float(speed.group(1).replace(",", "")), Path(log))
 

@@ -25,7 +25,7 @@ from ..files import InputError, check_outputs, read_lines, write_texts_atomic
 from . import scoring
 from .aligner import MANIFEST, SYMMETRIZATIONS, Aligner
 from .drop import DROP_SYMMETRIZATION, PUBLISHED_SYMMETRIZATION
-from .generate_output import ESCAPED_UNK, GenerateOutput, read_generate_output
+from .generate_output import GenerateOutput, read_generate_output, unknown_words
 from .meteor import Meteor
 from .scoring import METRICS, metric_names
 from .significance import RESAMPLES, paired_bootstrap
@@ -96,13 +96,10 @@ def _given_or_lines(path, texts: Optional[List[str]], kind: str, name) -> tuple:
 
 
 def _unknown_words(references: List[str], name) -> List[str]:
-    """A warning where fairseq's T- lines hold ``<<unk>>``: they are not the references."""
-    unknown = sum(ESCAPED_UNK in line for line in references)
-    return [
-        f"{unknown} of the {len(references)} references (T- lines) in {name} hold "
-        f"{ESCAPED_UNK}, fairseq's mark for a word outside the model's vocabulary: they are "
-        "not the real references, and the scores differ from theirs; to score against "
-        "the real text, add --ref FILE (docs/scoring.md)"] if unknown else []
+    """A warning where fairseq's T- lines hold ``<<unk>>``, with what to do about it."""
+    warning = unknown_words(references, name)
+    return [f"{warning}; to score against the real text, add --ref FILE (docs/scoring.md)"
+            ] if warning else []
 
 
 def load_inputs(args) -> Inputs:

@@ -27,6 +27,15 @@ TRANSLATED = re.compile(r"\bTranslated ([\d,]+) sentences\b")
 FINISHED = re.compile(r"^Generate \S+ with beam=\d+: ")
 
 
+def unknown_words(references: Optional[List[str]], name) -> Optional[str]:
+    """A warning where fairseq's T- lines hold ``<<unk>>`` (None where none do): they are
+    not the references, and scores against them differ from the real ones'."""
+    unknown = sum(ESCAPED_UNK in line for line in references or ())
+    return (f"{unknown} of the {len(references)} references (T- lines) in {name} hold "
+            f"{ESCAPED_UNK}, fairseq's mark for a word outside the model's vocabulary: they are "
+            "not the real references, and the scores differ from theirs") if unknown else None
+
+
 @dataclass(frozen=True)
 class GenerateOutput:
     """Sources, references, hypotheses and their scores, ordered by sentence id; sources
