@@ -11,7 +11,8 @@ the future on square shapes), in two modes:
 
 Beside our normaliser modules (their rows named by ``--attn-fn``), each exact algorithm
 they choose among and the entmax package's functions are timed in the same rounds:
-``sparsemax [sort]`` is ``entmax.sparsemax``, ``[newton]`` our safeguarded Newton solver
+``sparsemax [sort]`` is ``entmax.sparsemax``, ``[our sort]`` our sort (the eager rule's
+below ``dispatch.NEWTON_FROM`` scores), ``[newton]`` our safeguarded Newton solver
 (``normalizers/entmax_newton.py``), ``entmax_alpha [bisect]`` the package's
 ``entmax_bisect`` (25 halvings) with the same learned per-head alphas.
 
@@ -55,6 +56,7 @@ from sparse_attn_plugin.normalizers import (
     NormalizerOptions,
     build_normalizer,
 )
+from sparse_attn_plugin.normalizers.entmax_family import ENTMAX15, SPARSEMAX
 from sparse_attn_plugin.normalizers.entmax_newton import entmax15_newton, sparsemax_newton
 from sparse_attn_plugin.normalizers.fused_triton import have_triton
 
@@ -108,8 +110,10 @@ def implementations(heads, device):
 
     return {**rows,
             "sparsemax [sort]": (lambda s: sparsemax(s, dim=-1), []),
+            "sparsemax [our sort]": (SPARSEMAX.eager["sort"], []),
             "sparsemax [newton]": (sparsemax_newton, []),
             "entmax15 [sort]": (lambda s: entmax15(s, dim=-1), []),
+            "entmax15 [our sort]": (ENTMAX15.eager["sort"], []),
             "entmax15 [newton]": (entmax15_newton, []),
             "entmax_alpha [bisect]": (bisect, list(learned.parameters()))}
 
@@ -174,7 +178,8 @@ def markdown(results, labels, args, command, first_calls):
              "eager ones elsewhere), `[compiled]` by torch.compile'd kernels (`--attn-impl "
              "compiled`), `[triton]` (on a GPU) by our Triton kernels (`--attn-impl "
              "triton`). `[sort]` and `[bisect]` are the entmax package's functions, "
-             "`[newton]` our solver called directly: the eager sparsemax and 1.5-entmax sort "
+             "`[our sort]` and `[newton]` our two eager algorithms called directly: the eager "
+             "sparsemax and 1.5-entmax sort "
              "below 16,384 scores on a CPU and solve by Newton from there on "
              "(`normalizers/dispatch.py`; the shapes hold 204,800, 1,280,000, 25,600, 76,800 "
              "and 960 scores).", ""]
