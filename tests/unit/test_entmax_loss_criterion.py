@@ -335,6 +335,57 @@ def test_where_fairseq_finishes_the_search_is_fairseqs(synthetic_bin, beam, lenp
                                        a["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
 
 
+def eos_only_off(model, eos: int, token: int) -> None:
+    """EOS made impossible (a logit far below the rest) after ``token`` and at the first
+    step, and the most likely token (tied with the best) after any other."""
+    last = {}
+    model.decoder.embed_tokens.register_forward_pre_hook(
+        lambda module, args: last.__setitem__("token", args[0][:, -1:]))
+
+    def hook(module, args, out):
+        free = (last["token"] != token) & (last["token"] != eos)
+        out = out.clone()
+        out[..., eos] = torch.where(free, out.amax(-1), torch.full_like(out[..., eos], -1e4))
+        return out
+    model.decoder.output_projection.register_forward_hook(hook)
+
+
+@pytest.mark.parametrize("beam,lenpen", [(4, 1.0), (8, 1.0), (8, 0.5), (12, 1.0)])
+def test_a_sentence_with_finite_and_zero_probability_hypotheses_keeps_the_finite(
+        synthetic_bin, beam, lenpen):
+    """Issue 57: hypotheses of one sentence end with a finite score (EOS after a token but
+    97), others reach --max-len at probability 0 (EOS impossible after 97, the likeliest
+    token): its n-best list is the finite ones alone, best first, each scored as fairseq
+    scores (the length-penalised sum of its positional scores, all finite); a sentence
+    with no finite hypothesis keeps its beam of -inf ones, each ended at --max-len (6 tokens
+    and EOS), the one step where the search forces an end."""
+    task, model = sparse_output_model(synthetic_bin, scale=3.0)
+    eos = task.target_dictionary.eos()
+    eos_only_off(model, eos, 97)
+    kwargs = dict(beam_size=beam, max_len_a=0, max_len_b=6, len_penalty=lenpen)
+    sample = batch(task, size=8)
+    hypos = ZeroProbabilitySequenceGenerator([model], task.target_dictionary,
+                                             **kwargs).generate([model], sample)
+    kinds = set()
+    for sentence in hypos:
+        scores = [h["score"].item() for h in sentence]
+        finite = [math.isfinite(score) for score in scores]
+        if all(finite):
+            kinds.add("mixed" if len(sentence) < beam else "finite")
+            assert scores == sorted(scores, reverse=True)
+            for hypo in sentence:
+                positional = hypo["positional_scores"]
+                assert positional.isfinite().all() and hypo["tokens"][-1] == eos
+                torch.testing.assert_close(hypo["score"] * hypo["tokens"].numel() ** lenpen,
+                                           positional.sum(), atol=1e-4, rtol=1e-5)
+        else:   # forced to end at --max-len only, where nothing but EOS can come
+            kinds.add("zero")
+            assert not any(finite) and len(sentence) == beam
+            assert all(h["tokens"].numel() == 7 for h in sentence)
+    assert "zero" in kinds and kinds & {"mixed", "finite"}, kinds
+    assert beam == 12 or "mixed" in kinds
+
+
 @pytest.mark.parametrize("task_name", ["translation", "sparse_translation"])
 def test_an_entmax_models_task_builds_the_search_that_finishes_on_zeros(synthetic_bin,
                                                                           task_name):
