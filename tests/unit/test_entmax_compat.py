@@ -2,6 +2,7 @@
 public name with entmax's signature, and entmax's own shipped test suite passing against
 it (run with ``entmax`` and its submodules aliased to the compatibility module)."""
 
+import importlib
 import inspect
 import shutil
 import subprocess
@@ -44,6 +45,40 @@ def test_every_equivalent_names_a_public_object_of_this_library():
         owner = getattr(sparse_attn_plugin, module, None) or __import__(
             f"sparse_attn_plugin.{module}", fromlist=[attribute])
         assert callable(getattr(owner, attribute)), (name, target)
+
+
+def equivalent(name: str):
+    """The object of this library ``EQUIVALENTS[name]`` names."""
+    module, attribute = entmax_compat.EQUIVALENTS[name].split(".")
+    return getattr(importlib.import_module(f"sparse_attn_plugin.{module}"), attribute)
+
+
+#: Arguments both sides take, chosen so that another target gives other numbers (alpha 1.3
+#: is not 1.5's entmax15 nor normmax; normmax at 3 is not entmax at 3; budget 3 is not 1).
+SHARED = {"entmax_bisect": {"alpha": 1.3}, "EntmaxBisect": {"alpha": 1.3},
+          "entmax_bisect_loss": {"alpha": 1.3}, "EntmaxBisectLoss": {"alpha": 1.3},
+          "normmax_bisect": {"alpha": 3.0}, "NormmaxBisect": {"alpha": 3.0},
+          "normmax_bisect_loss": {"alpha": 3.0}, "NormmaxBisectLoss": {"alpha": 3.0},
+          "budget_bisect": {"budget": 3}, "BudgetBisect": {"budget": 3}}
+
+
+@pytest.mark.parametrize("name", sorted(entmax_compat.EQUIVALENTS))
+def test_each_equivalent_computes_what_its_compat_name_computes(name):
+    """Issue 57: the table is read by the benchmark and the docs, and pointing
+    ``normmax_bisect`` at ``functional.entmax_alpha`` passed every test. Entry by entry,
+    the compat object and the one the table names give the same numbers on the same
+    scores (and targets, for a loss), with the same arguments (classes built with them)."""
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.randn(5, 7, dtype=torch.float64, generator=generator)
+    target = torch.randint(0, 7, (5,), generator=generator)
+    inputs = (scores, target) if "loss" in name.lower() else (scores,)
+    shared = SHARED.get(name, {})
+
+    def run(thing):
+        return thing(**shared)(*inputs) if isinstance(thing, type) else thing(*inputs, **shared)
+
+    torch.testing.assert_close(run(getattr(entmax_compat, name)), run(equivalent(name)),
+                               atol=1e-12, rtol=0)
 
 
 @pytest.mark.slow
