@@ -225,6 +225,10 @@ def test_fp16_training_keeps_learned_alphas_float32(synthetic_bin, tmp_path):
     (["--attn-fn", "topk", "--topk", "0"], 1, "error: --topk must be >= 1, got 0"),
     (["--attn-fn", "entmax_alpha", "--entmax-alpha-init", "rand"], 1,
      "error: --entmax-alpha-init must be 'random' or a number in [1.01, 2.0), got 'rand'"),
+    *[([f"--{site.replace('_', '-')}-attn-fn", kind], 1,
+       f"error: attention normaliser '{kind}' cannot be used for {site.replace('_', ' ')} "
+       "attention; it fits: decoder_cross")
+      for kind in ("csoftmax", "csparsemax") for site in ("encoder_self", "decoder_self")],
 ])
 def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, monkeypatch, flags, code,
                                       message):

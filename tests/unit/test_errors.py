@@ -59,6 +59,10 @@ def test_every_error_type_the_plugin_defines_is_a_sparse_attn_error():
     ({"attn_fn": "nope"}, "unknown attention normaliser 'nope'"),
     ({"decoder_cross_attn_fn": "csparsemax", "encoder_self_attn_fn": "csparsemax"},
      "cannot be used for encoder self attention"),
+    ({"decoder_cross_attn_fn": "csoftmax", "encoder_self_attn_fn": "csoftmax"},
+     "'csoftmax' cannot be used for encoder self attention; it fits: decoder_cross"),
+    ({"decoder_self_attn_fn": "csoftmax"},
+     "'csoftmax' cannot be used for decoder self attention; it fits: decoder_cross"),
     ({"attn_fn": "entmax_alpha", "entmax_alpha_init": "2.5"}, "--entmax-alpha-init must be"),
 ])
 def test_attention_flags_fail_with_a_settings_error(flags, message):
