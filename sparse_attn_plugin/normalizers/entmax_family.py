@@ -89,11 +89,12 @@ def _entmax_alpha(max_iter: int) -> Implementations:
 
 def _partial_above_one(scores: Tensor, alpha) -> Optional[str]:
     """:func:`.dispatch.partial_for_one_alpha` for one alpha above 1 (below it no entry is
-    ever left out, so there is nothing to sort), and on a CPU for any row above 2, whose
-    supports are a few entries: the bracketed solver then works on those alone."""
+    ever left out, so there is nothing to sort), and for any row above 2, on a CPU or CUDA:
+    its supports are a few entries, solved exactly on their last weight, where the
+    bracketed solver on the threshold loses small weights (docs/library.md)."""
     if isinstance(alpha, Tensor) or alpha <= 1:
         return None
-    if alpha > 2 and not scores.is_cuda:
+    if alpha > 2:
         return "partial sort"
     return partial_for_one_alpha(scores, alpha)
 
@@ -114,9 +115,13 @@ def general_weights(scores: Tensor, alpha: Union[float, Tensor], n_iter: int = 3
                     impl: str = "auto") -> Tensor:
     """alpha-entmax of the last dim for any alpha > 0, by the eager solver or the Triton
     kernel as ``impl`` picks (``n_iter`` is for the (1, 2] solvers; this one stops on
-    convergence), differentiable in the scores and a tensor alpha, twice."""
+    convergence), differentiable in the scores and a tensor alpha, twice. ``auto`` takes
+    the eager partial sort for one alpha above 2 on CUDA too: the kernel's threshold solver
+    loses small weights there (docs/library.md)."""
     if isinstance(alpha, Tensor):
         alpha = alpha.to(scores.dtype)
+    elif impl == "auto" and alpha > 2:
+        impl = "torch"
     return GENERAL(impl, scores, alpha)
 
 

@@ -20,7 +20,6 @@ import torch
 from torch import Tensor
 
 from .base import check_count, guarded
-from .entmax_general import entmax_general
 from .entmax_grad import entmax_function
 from .entmax_newton import entmax_threshold, newton_solve
 from .sorted_threshold import sparsemax_tau_of_sorted, threshold_of_sorted
@@ -152,8 +151,8 @@ def _above_bound(scores: Tensor, alpha: float, top: Tensor, first: Tensor,
     the row's maximum, ``first`` its weight among those ``k``): a lower bound of the row's
     threshold, as more entries raise it. Each row's candidates, padded with ``-inf`` to the
     power of two at or above their count (so that a row's digits depend on it alone), are
-    solved by the Newton solver (the bracketed one above alpha 2); each is returned as a
-    row of one (``rows`` gives each entry's row)."""
+    solved by :func:`_padded_weights`; each is returned as a row of one (``rows`` gives each
+    entry's row)."""
     cut = top - first.pow(alpha - 1) / (alpha - 1)
     cut = cut - CUT_MARGIN * torch.finfo(cut.dtype).eps * (1 + cut.abs())    # rounding
     row, column = (scores >= cut.masked_fill(~longer, math.inf).unsqueeze(-1)).nonzero(
@@ -168,11 +167,19 @@ def _above_bound(scores: Tensor, alpha: float, top: Tensor, first: Tensor,
         packed = ((sizes == size) & longer).cumsum(0)[row[mine]] - 1
         padded = values.new_full((int(packed[-1]) + 1, size), -math.inf)
         padded[packed, slot[mine]] = values[mine]
-        weights = entmax_general(padded, alpha)[0] if alpha > 2 else \
-            newton_solve(padded, alpha)[0]
-        solved[mine] = weights[packed, slot[mine]]
+        solved[mine] = _padded_weights(padded, alpha)[packed, slot[mine]]
     return Support(row, column.unsqueeze(-1), (values - top[row]).unsqueeze(-1),
                    solved.unsqueeze(-1))
+
+
+def _padded_weights(padded: Tensor, alpha: float) -> Tensor:
+    """alpha-entmax of rows of candidates padded with ``-inf``: by the Newton solver in (1,
+    2]; above 2 sorted and solved on the last support weight (:func:`_weights_above_two`),
+    as a threshold solver loses small weights there."""
+    if alpha <= 2:
+        return newton_solve(padded, alpha)[0]
+    top, order = padded.sort(-1, descending=True)
+    return torch.empty_like(padded).scatter_(-1, order, _top_weights(top - top[:, :1], alpha))
 
 
 def largest(scores: Tensor, k: int) -> Tuple[Tensor, Tensor]:

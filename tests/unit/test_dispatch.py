@@ -99,9 +99,10 @@ def test_long_rows_of_a_large_call_take_the_partial_sort_on_a_cpu_only():
     assert alpha.pick("torch", vocabulary, torch.tensor(1.3))[0] == "newton"   # per row
     assert alpha.pick("torch", vocabulary[1:], 1.3)[0] == "newton"
     assert GENERAL.pick("auto", vocabulary, 3.0)[0] == "partial sort"
-    # above alpha 2 the supports are a few entries, so short rows take it too (on a CPU)
+    # above alpha 2 the supports are a few entries, so short rows take it too, on CUDA as
+    # well: the threshold solver loses small weights there
     assert GENERAL.pick("torch", torch.zeros(8, 40), 3.0)[0] == "partial sort"
-    assert GENERAL.pick("torch", on_cuda(8, 40), 3.0)[0] == "bracketed newton"
+    assert GENERAL.pick("torch", on_cuda(8, 40), 3.0)[0] == "partial sort"
     assert GENERAL.pick("auto", vocabulary, 0.5)[0] == "bracketed newton"      # dense
     assert GENERAL.pick("auto", vocabulary, torch.tensor(3.0))[0] == "bracketed newton"
     assert sort_or_newton(on_cuda(32, 4, 100, 100)) == "sort"
