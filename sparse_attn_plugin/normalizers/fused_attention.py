@@ -7,13 +7,14 @@ call".
 """
 
 import functools
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ..errors import SettingsError
+from .entmax_family import in_newton_range
 from .entmax_newton import TOLERANCE
 from .fused_triton import check_runs, have_triton
 from .triton_cases import ENTMAX15, GENERAL, SOFTMAX, SPARSEMAX, TOPK
@@ -148,18 +149,13 @@ def fused_runs(impl: str, q: Tensor, k: Tensor, kind: str, alpha) -> bool:
     """Whether :func:`attention` takes the fused kernels: ``triton`` always (one line if it
     cannot run here), ``auto`` on CUDA where Triton imports, for at most :data:`MAX_KEYS`
     keys and, for alpha-entmax, alpha within (1, 2] (read back, which waits for a GPU)."""
-    if impl not in ("auto", "triton"):
+    if impl not in ("auto", "triton") or impl == "auto" and not (q.is_cuda and have_triton()):
         return False
-    fits = k.size(2) <= MAX_KEYS and (kind != "entmax_alpha" or _in_newton_range(alpha))
+    fits = k.size(2) <= MAX_KEYS and (kind != "entmax_alpha" or in_newton_range(alpha))
     if impl == "triton":
         check_runs(q.is_cuda)
         if not fits:
             raise SettingsError(f"attention with impl='triton' takes at most {MAX_KEYS} keys "
                                 f"and, for entmax_alpha, alpha in (1, 2]")
         return True
-    return fits and q.is_cuda and have_triton()
-
-
-def _in_newton_range(alpha: Union[float, Tensor]) -> bool:
-    alpha = torch.as_tensor(alpha)
-    return bool(((alpha > 1) & (alpha <= 2)).all())
+    return fits
