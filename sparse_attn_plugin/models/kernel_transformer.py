@@ -23,6 +23,7 @@ from ..modules.kernel_attention import PE_INTEGRATIONS
 from ..modules.kernel_transformer_layers import KernelTransformerDecoder, KernelTransformerEncoder
 from ..normalizers.kernels import KERNELS
 from ..sites import SITES
+from .argument_names import names_set_by, warn_unknown_arguments
 from .fertility_args import check_fertility_criterion
 from .flag_checks import check_choice, parsed_from_command_line
 from .output_entmax import OutputEntmaxMixin, output_entmax_of, with_output_entmax
@@ -91,6 +92,7 @@ class KernelTransformerModel(OutputEntmaxMixin, TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
+        warn_unknown_arguments(args, cls, {*names_set_by(base_architecture), "kernel_pe_sites"})
         set_kernel_defaults(args)
         check_kernel_args(args)
         args.kernel_pe_sites = position_sites(args)

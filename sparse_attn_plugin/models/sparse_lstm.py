@@ -17,6 +17,7 @@ from ..site_normalizers import (
     cross_attention_constrained,
     site_normalizer_name,
 )
+from .argument_names import warn_unknown_arguments
 from .attention_args import add_attention_args, log_attention_choice, set_attention_defaults
 from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (
@@ -66,6 +67,7 @@ class SparseLSTMModel(AttentionSwitchMixin, FertilityPredictorMixin, OutputEntma
 
     @classmethod
     def build_model(cls, args, task):
+        warn_unknown_arguments(args, cls)
         sparse_lstm(args)
         log_attention_choice(args, LSTM_SITES)
         return with_output_entmax(cls._build(args, task), args, task)

@@ -17,6 +17,7 @@ from ..modules import SparseTransformerDecoder, SparseTransformerEncoder
 from ..normalizer_registry import TRANSFORMER
 from ..site_normalizers import cross_attention_constrained
 from ..sites import SITES
+from .argument_names import names_set_by, warn_unknown_arguments
 from .attention_args import add_attention_args, log_attention_choice, set_attention_defaults
 from .attention_switch import AttentionSwitchMixin
 from .fertility_args import (
@@ -43,6 +44,7 @@ class SparseTransformerModel(AttentionSwitchMixin, FertilityPredictorMixin, Outp
 
     @classmethod
     def build_model(cls, args, task):
+        warn_unknown_arguments(args, cls, names_set_by(base_architecture))
         set_attention_defaults(args)
         set_fertility_defaults(args)
         check_constrained_model(args, SITES, TRANSFORMER)

@@ -11,7 +11,7 @@ from fairseq import checkpoint_utils
 from sparse_attn_plugin.normalizers import NAMES
 
 from helpers import BIN, PLUGIN, fairseq_env
-from helpers.fairseq_runs import ROUNDING, gap, generate, run, train, translations
+from helpers.fairseq_runs import ROUNDING, fairseq, gap, generate, run, train, translations
 from helpers.models import TINY, attn_flags
 
 # One worker trains the module's checkpoints (make test distributes by --dist loadgroup).
@@ -87,6 +87,20 @@ def test_model_overrides_switch_the_normaliser(synthetic_bin, checkpoints, train
                                                      arg_overrides=overrides)
     kinds = {type(m).__name__ for n, m in models[0].named_modules() if n.endswith("normalizer")}
     assert kinds == {"Softmax" if decode == "softmax" else "TopK"}
+
+
+def test_a_mistyped_override_is_named(synthetic_bin, checkpoints):
+    """fairseq sets any --model-overrides key on the checkpoint's arguments: a key that
+    names no argument gets a warning with the nearest one; a real key gets none."""
+    decode = [synthetic_bin, "--user-dir", PLUGIN, "--path", checkpoints["softmax"],
+              "--beam", "2", "--cpu"]
+    typed = fairseq("fairseq-generate", [*decode, *overridden({"attn_fnn": "sparsemax"})])
+    assert typed.returncode == 0
+    assert ("'attn_fnn' (a --model-overrides key?) is no argument of sparse_transformer "
+            "or fairseq and changes nothing; did you mean 'attn_fn'?") in typed.stderr
+    right = fairseq("fairseq-generate", [*decode, *overridden({"attn_fn": "sparsemax"})],
+                    in_process=True)
+    assert "S-0" in right.stdout and "is no argument" not in right.stdout
 
 
 def site_kinds(checkpoint, overrides):
