@@ -212,17 +212,19 @@ def entmax_newton(scores: Tensor, alpha: Union[float, Tensor] = 1.5, dim: int = 
 
 
 def as_rows(scores: Tensor, alpha: Union[float, Tensor]):
-    """``scores`` as rows ``(N, S)``, and ``alpha`` as one of :data:`SPECIAL_ALPHAS` or as
-    one value per row ``(N, 1)`` in the scores' dtype: the kinds of input the compiled
-    kernels see, whatever the alpha (a number, or one per head) and the scores' shape, so
-    that no alpha, batch or length compiles them again. (Any other number passed as a
+    """``scores`` as contiguous rows ``(N, S)``, and ``alpha`` as one of
+    :data:`SPECIAL_ALPHAS` or as one value per row ``(N, 1)`` in the scores' dtype: the
+    kinds of input the compiled kernels see, whatever the alpha (a number, or one per head)
+    and the scores' shape and layout, so that no alpha, batch, length or layout compiles
+    them again. (Any other number passed as a
     Python float would be a constant of the graph on torch versions that specialise floats,
     and each value a new compilation.)"""
-    rows = scores.reshape(-1, scores.size(-1))
+    rows = scores.reshape(-1, scores.size(-1)).contiguous()
     if not isinstance(alpha, Tensor) and float(alpha) in SPECIAL_ALPHAS:
         return rows, float(alpha)
     alpha = torch.as_tensor(alpha, dtype=scores.dtype, device=scores.device)
-    return rows, alpha.expand(*scores.shape[:-1], 1).reshape(-1, 1).contiguous()
+    # strides (1, 1) whatever alpha's layout: contiguous (N, 1) leaves the second free
+    return rows, alpha.expand(*scores.shape[:-1], 1).reshape(-1).contiguous().unsqueeze(-1)
 
 
 def sparsemax_newton(scores: Tensor, dim: int = -1, impl: str = "torch") -> Tensor:

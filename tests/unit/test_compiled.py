@@ -88,37 +88,41 @@ def test_new_lengths_and_batch_sizes_reuse_the_compiled_kernels():
 
 
 ALPHAS = [2.0, 1.5, 1.3, 1.7, "per head"]
-SHAPES = [(2, 2, 5, 5), (3, 2, 3, 7), (4, 2, 1, 9), (1, 2, 6, 4)]
+#: The first as many rows as keys (4 x 4): traced with duck shapes, a graph for N == S.
+SHAPES = [(2, 2, 1, 4), (2, 2, 5, 5), (3, 2, 3, 7), (4, 2, 1, 9), (1, 2, 6, 4)]
 
 
-def run_kinds(dtype, mode, alphas=ALPHAS, shapes=SHAPES):
+def run_kinds(dtype, mode, alphas=ALPHAS, shapes=SHAPES, layouts=True):
     """alpha-entmax (``alphas``: numbers, or learned ones per head) and top-k compiled,
     forward (and backward where ``mode`` is ``grad``), on scores of ``shapes`` and
-    ``dtype``, in ``mode``: ``grad``, ``no_grad`` (fairseq-generate) or ``inference``."""
+    ``dtype`` (with ``layouts``, also transposed and strided), in ``mode``: ``grad``,
+    ``no_grad`` (fairseq-generate) or ``inference``."""
     context = {"grad": torch.enable_grad, "no_grad": torch.no_grad,
                "inference": torch.inference_mode}[mode]
     for alpha, shape in itertools.product(alphas, shapes):
         if alpha == "per head":
             alpha = torch.rand(1, 2, 1, 1, dtype=dtype).add(1.1).requires_grad_()
-        scores = torch.randn(*shape, dtype=dtype, requires_grad=mode == "grad")
-        with context():
-            for probs in (entmax_newton(scores, alpha, impl="compiled"),
-                          topk_softmax(scores, 3, "compiled")):
-                if mode == "grad":
-                    probs.backward(torch.randn_like(probs))
+        with context():  # scores made in the mode, as a model's are (inference tensors)
+            scores = torch.randn(*shape, dtype=dtype, requires_grad=mode == "grad")
+            strided = scores.repeat_interleave(2, -1)[..., ::2]
+            for layout in (scores, scores.transpose(-1, -2), strided)[:3 if layouts else 1]:
+                for probs in (entmax_newton(layout, alpha, impl="compiled"),
+                              topk_softmax(layout, min(3, layout.size(-1)), "compiled")):
+                    if mode == "grad":
+                        probs.backward(torch.randn_like(probs))
 
 
 def test_every_alpha_and_shape_shares_one_graph_per_dtype_and_mode_under_dynamos_limit():
     """What made ``_first_steps`` hit dynamo's recompile limit on torch 2.11 (a graph per
-    Python-float alpha) and what else could (views, square shapes, grad flags): once
-    sparsemax, 1.5-entmax, one other number, the per-head alphas and one shape have run, no
-    other alpha or shape compiles anything, and no dtype or mode reaches the limit
-    (dynamo's default, 8 per function: nothing here raises it)."""
+    Python-float alpha) and what else could (views, transposes, a square first shape, grad
+    flags): once sparsemax, 1.5-entmax, one other number, the per-head alphas and one
+    square shape have run, no other alpha, shape or layout compiles anything, and no dtype
+    or mode reaches the limit (dynamo's default, 8 per function: nothing here raises it)."""
     assert torch._dynamo.config.recompile_limit == 8
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         for dtype, mode in itertools.product((torch.float64, torch.float32),
                                              ("grad", "no_grad", "inference")):
-            run_kinds(dtype, mode, [2.0, 1.5, 1.3, "per head"], SHAPES[:1])
+            run_kinds(dtype, mode, [2.0, 1.5, 1.3, "per head"], SHAPES[:1], layouts=False)
             graphs = counters["stats"]["unique_graphs"]
             run_kinds(dtype, mode)
             assert counters["stats"]["unique_graphs"] == graphs, (dtype, mode)
