@@ -41,7 +41,12 @@ from .normalizers.entmax_family import (
 )
 from .normalizers.entmax_partial import check_first_k, partial_sort_entmax
 from .normalizers.entmax_sort import threshold_and_support
-from .normalizers.fused_attention import _Fused, check_attention, fused_runs, masked_keys
+from .normalizers.fused_attention import (
+    check_attention,
+    fused_attention,
+    fused_runs,
+    masked_keys,
+)
 from .normalizers.normmax import normmax
 from .normalizers.row_parameters import along_rows
 from .normalizers.topk import TopK, check_k, topk_weights
@@ -210,4 +215,4 @@ def attention(q: Tensor, k: Tensor, v: Tensor, kind: str = "softmax", *, alpha=N
     if not fused_runs(impl, q, k, kind, alpha):
         return eager_attention(q, k, v, kind, alpha, k_top, key_padding_mask, causal, scale,
                                "torch" if impl == "triton" else impl)
-    return _Fused.apply(q, k, v, alpha, kind, k_top, key_padding_mask, causal, scale)
+    return fused_attention(q, k, v, kind, alpha, k_top, key_padding_mask, causal, scale)

@@ -19,7 +19,7 @@ Tested with transformers 5.24.
 import json
 import sys
 from functools import lru_cache, wraps
-from typing import Callable, Optional, Sequence, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -29,7 +29,15 @@ from .errors import SettingsError
 from .extras import install_hint
 from .normalizer_registry import DEFAULT, SPECS, lookup
 from .normalizers.base import check_impl
-from .normalizers.entmax_family import EntmaxAlpha, check_alpha, check_n_iter, parse_alpha_init
+from .normalizers.entmax_family import (
+    EntmaxAlpha,
+    check_alpha,
+    check_n_iter,
+    in_newton_range,
+    parse_alpha_init,
+)
+from .normalizers.fused_attention import KINDS as FUSED_KINDS
+from .normalizers.fused_attention import MAX_KEYS, fused_attention, fused_impl
 from .normalizers.topk import check_k
 from .sites import SITES
 
@@ -60,14 +68,60 @@ def _fixed_alpha(alpha) -> Union[float, Tensor]:
     return check_alpha(values).reshape(1, -1, 1, 1)
 
 
+class Fused(NamedTuple):
+    """How the fused kernels compute an attention function's attention: the ``kind`` and
+    ``arguments`` of :func:`.fused_attention.fused_attention`, where ``impl`` takes them."""
+
+    kind: str
+    arguments: dict
+    impl: str
+
+
+def _weights_wanted(kwargs: dict) -> bool:
+    """Whether this forward returns attention weights: transformers collects them
+    (``output_attentions``) or was asked for them in ``kwargs``."""
+    try:
+        from transformers.utils.output_capturing import _active_collector
+    except ImportError:
+        collected = None
+    else:
+        collected = _active_collector.get()
+    return bool(kwargs.get("output_attentions")) or bool(collected) and any(
+        "attentions" in name for name in collected)
+
+
+def _fused_output(fused: Fused, query: Tensor, key: Tensor, value: Tensor,
+                  attention_mask: Optional[Tensor], scaling: float,
+                  kwargs: dict) -> Optional[Tensor]:
+    """The output ``(B, T, H, d)`` by the fused kernels, or None where they do not run:
+    ``impl`` on the device does not take them, too many keys, the weights are wanted, or
+    a mask other than a boolean one shared by the heads."""
+    batch, _, len_q, _ = query.shape
+    len_k = key.size(2)
+    if (not fused_impl(fused.impl, query.is_cuda) or len_k > MAX_KEYS
+            or _weights_wanted(kwargs)):
+        return None
+    hidden = None
+    if attention_mask is not None:
+        mask = attention_mask[..., :len_k]
+        if mask.dtype != torch.bool or mask.dim() == 4 and mask.size(1) != 1:
+            return None
+        hidden = ~mask.reshape(-1, *mask.shape[-2:]).expand(batch, len_q, len_k)
+    output = fused_attention(query, key, value, fused.kind, key_padding_mask=hidden,
+                             scale=scaling, **fused.arguments)
+    return output.transpose(1, 2).contiguous()
+
+
 #: How each option is checked, once, before a normaliser's function is given it (as the
 #: modules check theirs); ``impl`` is checked for every kind.
 _CHECKS = {"k": check_k, "n_iter": check_n_iter, "alpha": _fixed_alpha}
 
 
-def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str) -> Callable[[Tensor], Tensor]:
+def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str
+                ) -> Tuple[Callable[[Tensor], Tensor], Optional[Fused]]:
     """The weights over the last dim of ``(B, H, T, S)`` scores, by ``kind``'s function
-    given the options its registry entry names (``huggingface``), checked here."""
+    given the options its registry entry names (``huggingface``), checked here; and how
+    the fused kernels compute the same attention (None: they do not)."""
     spec = lookup(kind, _kinds(), " for transformers")
     check_impl(impl)
     given = {"k": k, "alpha": alpha, "n_iter": n_iter, "impl": impl}
@@ -78,7 +132,15 @@ def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str) -> Callable[[T
         return spec.function(scores, **{
             option: value.to(scores.device) if isinstance(value, Tensor) else value
             for option, value in passed.items()})
-    return normalize
+
+    fused = None
+    if kind == "topk":
+        fused = Fused(kind, {"k_top": passed["k"]}, impl)
+    elif kind == "entmax_alpha" and in_newton_range(passed["alpha"]):
+        fused = Fused(kind, {"alpha": passed["alpha"], "max_iter": passed["n_iter"]}, impl)
+    elif kind in FUSED_KINDS and kind != "entmax_alpha":
+        fused = Fused(kind, {}, impl)
+    return normalize, fused
 
 
 def _as_given(value):
@@ -109,9 +171,11 @@ def _repeat_kv(states: Tensor, groups: int) -> Tensor:
 
 def _attend(normalize: Callable[[Tensor], Tensor], kind: str, module: torch.nn.Module,
             query: Tensor, key: Tensor, value: Tensor, attention_mask: Optional[Tensor],
-            scaling: Optional[float], dropout: float, kwargs: dict) -> Tuple[Tensor, Tensor]:
+            scaling: Optional[float], dropout: float, kwargs: dict,
+            fused: Optional[Fused] = None) -> Tuple[Tensor, Optional[Tensor]]:
     """What eager attention computes, with ``normalize`` in place of its softmax (the body
-    of :func:`attention_function`'s functions; ``kind`` names it in errors)."""
+    of :func:`attention_function`'s functions; ``kind`` names it in errors); by the fused
+    kernels, with no weights returned, where ``fused`` and :func:`_fused_output` allow."""
     if kwargs.get("s_aux") is not None:
         raise ValueError(f"attention sinks (s_aux) are not supported by the {kind!r} "
                          "attention of sparse_attn_plugin")
@@ -122,18 +186,23 @@ def _attend(normalize: Callable[[Tensor], Tensor], kind: str, module: torch.nn.M
     key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
     if scaling is None:
         scaling = query.size(-1) ** -0.5
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     softcap = kwargs.get("softcap")
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    if kwargs.get("position_bias") is not None:
-        scores = scores + kwargs["position_bias"]
     is_causal = kwargs.get("is_causal")
     is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
     if attention_mask is None and is_causal and query.size(2) > 1:
         # as sdpa's is_causal: query i sees keys 0..i (upper-left aligned)
         attention_mask = torch.ones(query.size(2), key.size(2), dtype=torch.bool,
                                     device=query.device).tril()
+    if fused is not None and not (softcap is not None or kwargs.get("position_bias") is not None
+                                  or dropout and module.training):
+        output = _fused_output(fused, query, key, value, attention_mask, scaling, kwargs)
+        if output is not None:
+            return output, None
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if kwargs.get("position_bias") is not None:
+        scores = scores + kwargs["position_bias"]
     weights = normalize(apply_mask(scores, attention_mask)).to(query.dtype)
     weights = nnf.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
@@ -154,13 +223,13 @@ def attention_function(kind: str, *, k: int = 8, alpha: Union[float, Sequence[fl
     hold ``is_causal``, ``softcap`` and ``position_bias``, as transformers' own functions
     read them; attention sinks (``s_aux``) are refused.
     """
-    normalize = _normalizer(kind, k, alpha, n_iter, impl)
+    normalize, fused = _normalizer(kind, k, alpha, n_iter, impl)
 
     def attention(module: torch.nn.Module, query: Tensor, key: Tensor, value: Tensor,
                   attention_mask: Optional[Tensor], scaling: Optional[float] = None,
-                  dropout: float = 0.0, **kwargs) -> Tuple[Tensor, Tensor]:
+                  dropout: float = 0.0, **kwargs) -> Tuple[Tensor, Optional[Tensor]]:
         return _attend(normalize, kind, module, query, key, value, attention_mask, scaling,
-                       dropout, kwargs)
+                       dropout, kwargs, fused)
 
     attention.__name__ = attention.__qualname__ = f"{kind}_attention_forward"
     return attention
@@ -332,8 +401,9 @@ def site_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value: T
     if alphas is None:
         raise SettingsError(f"{site} attention learns alpha but {type(module).__name__} "
                             "holds none: call use_sparse_attention on the model")
+    kind, arguments = alphas.fused_kind()
     return _attend(alphas, choice["kind"], module, query, key, value, attention_mask, scaling,
-                   dropout, kwargs)
+                   dropout, kwargs, Fused(kind, arguments, alphas.impl))
 
 
 def _attach_alphas(model: torch.nn.Module) -> None:

@@ -41,6 +41,7 @@ class SparseTransformerEncoderLayer(TransformerEncoderLayerBase):
             q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
             normalizer=build_site_normalizer(cfg, "encoder_self", heads),
+            attn_impl=cfg.attn_impl,
         )
 
 
@@ -57,6 +58,8 @@ class SparseTransformerDecoderLayer(TransformerDecoderLayerBase):
             q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
             normalizer=build_site_normalizer(cfg, "decoder_self", heads),
+            attn_impl=cfg.attn_impl,
+            causal_attn_mask=not cfg.cross_self_attention,  # fairseq's future mask, or none
         )
 
     def build_encoder_attention(self, embed_dim, cfg):
@@ -75,7 +78,7 @@ class SparseTransformerDecoderLayer(TransformerDecoderLayerBase):
             return ConstrainedMultiheadAttention(embed_dim, heads, bounded=bounded, **kwargs)
         return SparseMultiheadAttention(
             embed_dim, heads, normalizer=build_site_normalizer(cfg, "decoder_cross", heads),
-            **kwargs)
+            attn_impl=cfg.attn_impl, **kwargs)
 
 
 def _wrap_layer(layer, cfg):

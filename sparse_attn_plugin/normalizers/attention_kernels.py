@@ -25,10 +25,12 @@ TOPK = tl.constexpr(triton_cases.TOPK)
 
 @triton.jit
 def _tile(Q, K, MASK, bh, n_heads, len_q, len_k, dim, scale, HAS_MASK: tl.constexpr,
-          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-          BLOCK_D: tl.constexpr):
+          MASK_ROWS: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+          BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     """This program's query rows (and which exist), its queries ``(BLOCK_M, BLOCK_D)``, the
-    key columns (and which exist), the keys, the scores with every masked key at ``-inf``,
+    key columns (and which exist), the keys, the scores with every masked key at ``-inf``
+    (``MASK``: nonzero at a hidden key, per batch entry ``(B, S)``, or with ``MASK_ROWS``
+    per batch entry and query ``(B, T, S)``),
     each row's largest, which rows are empty (every key masked) and which hold a NaN or
     ``+inf`` (both read as zeros, filled at the end)."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -42,7 +44,11 @@ def _tile(Q, K, MASK, bh, n_heads, len_q, len_k, dim, scale, HAS_MASK: tl.conste
                 mask=col_ok[:, None] & (dims < dim)[None, :], other=0.0)
     s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
     keep = row_ok[:, None] & col_ok[None, :]
-    if HAS_MASK:
+    if HAS_MASK and MASK_ROWS:
+        hidden = tl.load(MASK + ((bh // n_heads) * len_q + rows)[:, None] * len_k + cols[None, :],
+                         mask=keep, other=1)
+        keep = keep & (hidden == 0)
+    elif HAS_MASK:
         padded = tl.load(MASK + (bh // n_heads) * len_k + cols, mask=col_ok, other=1)
         keep = keep & (padded == 0)[None, :]
     if CAUSAL:   # query i sees the keys up to i + len_k - len_q (a cache before it)
@@ -54,6 +60,16 @@ def _tile(Q, K, MASK, bh, n_heads, len_q, len_k, dim, scale, HAS_MASK: tl.conste
     empty = top == float("-inf")
     s = tl.where(empty[:, None], 0.0, s)
     return rows, row_ok, q, cols, col_ok, k, s, tl.where(empty, 0.0, top), empty, invalid
+
+
+@triton.jit
+def _alphas(ALPHA, alpha_value, bh, len_q, rows, row_ok, STATS, ALPHA_ROWS: tl.constexpr,
+            BLOCK_M: tl.constexpr):
+    """The rows' alphas: one per row from ``ALPHA`` (``ALPHA_ROWS``), else ``alpha_value``
+    for all (a fixed alpha, or none used: softmax, top-k), in the statistics' dtype."""
+    if ALPHA_ROWS:
+        return tl.load(ALPHA + bh * len_q + rows, mask=row_ok, other=1.5)
+    return tl.zeros([BLOCK_M], dtype=STATS.dtype.element_ty) + alpha_value
 
 
 @triton.jit
@@ -72,9 +88,10 @@ def _weights(s, top, threshold, alpha, KIND: tl.constexpr):
 
 
 @triton.jit
-def attention_forward(Q, K, V, O, MASK, ALPHA, STATS, n_heads, len_q, len_k, dim,  # noqa: E741
-                      value_dim, scale, max_iter, tol, k_top, KIND: tl.constexpr,
-                      HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr, POLISH: tl.constexpr,
+def attention_forward(Q, K, V, O, MASK, ALPHA, alpha_value, STATS, n_heads, len_q, len_k,  # noqa: E741
+                      dim, value_dim, scale, max_iter, tol, k_top, KIND: tl.constexpr,
+                      HAS_MASK: tl.constexpr, MASK_ROWS: tl.constexpr, CAUSAL: tl.constexpr,
+                      ALPHA_ROWS: tl.constexpr, POLISH: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                       BLOCK_DV: tl.constexpr):
     """``O = normalise(q k^T scale, masks) v`` for ``BLOCK_M`` queries of (batch x head)
@@ -83,9 +100,9 @@ def attention_forward(Q, K, V, O, MASK, ALPHA, STATS, n_heads, len_q, len_k, dim
     one more Newton step (float64: to rounding)."""
     bh = tl.program_id(1)
     rows, row_ok, q, cols, col_ok, k, s, top, empty, invalid = _tile(
-        Q, K, MASK, bh, n_heads, len_q, len_k, dim, scale, HAS_MASK, CAUSAL, BLOCK_M, BLOCK_N,
-        BLOCK_D)
-    alpha = tl.load(ALPHA + bh * len_q + rows, mask=row_ok, other=1.5)
+        Q, K, MASK, bh, n_heads, len_q, len_k, dim, scale, HAS_MASK, MASK_ROWS, CAUSAL, BLOCK_M,
+        BLOCK_N, BLOCK_D)
+    alpha = _alphas(ALPHA, alpha_value, bh, len_q, rows, row_ok, STATS, ALPHA_ROWS, BLOCK_M)
     if KIND == SOFTMAX:
         threshold = top
     elif KIND == TOPK:
@@ -107,9 +124,10 @@ def attention_forward(Q, K, V, O, MASK, ALPHA, STATS, n_heads, len_q, len_k, dim
 
 
 @triton.jit
-def attention_backward(Q, K, V, DO, MASK, ALPHA, STATS, DQ, DK, DV, DALPHA, n_heads, len_q,
-                       len_k, dim, value_dim, scale, KIND: tl.constexpr,
-                       HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr, ALPHA_GRAD: tl.constexpr,
+def attention_backward(Q, K, V, DO, MASK, ALPHA, alpha_value, STATS, DQ, DK, DV, DALPHA,
+                       n_heads, len_q, len_k, dim, value_dim, scale, KIND: tl.constexpr,
+                       HAS_MASK: tl.constexpr, MASK_ROWS: tl.constexpr, CAUSAL: tl.constexpr,
+                       ALPHA_ROWS: tl.constexpr, ALPHA_GRAD: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                        BLOCK_DV: tl.constexpr):
     """``dq`` of ``BLOCK_M`` queries, their share of ``dk`` and ``dv`` (added atomically into
@@ -118,11 +136,11 @@ def attention_backward(Q, K, V, DO, MASK, ALPHA, STATS, DQ, DK, DV, DALPHA, n_he
     :func:`.triton_kernels._scores_grad`)."""
     bh = tl.program_id(1)
     rows, row_ok, q, cols, col_ok, k, s, _, empty, invalid = _tile(
-        Q, K, MASK, bh, n_heads, len_q, len_k, dim, scale, HAS_MASK, CAUSAL, BLOCK_M, BLOCK_N,
-        BLOCK_D)
+        Q, K, MASK, bh, n_heads, len_q, len_k, dim, scale, HAS_MASK, MASK_ROWS, CAUSAL, BLOCK_M,
+        BLOCK_N, BLOCK_D)
     top = tl.load(STATS + (bh * len_q + rows) * 2, mask=row_ok, other=0.0)
     threshold = tl.load(STATS + (bh * len_q + rows) * 2 + 1, mask=row_ok, other=0.0)
-    alpha = tl.load(ALPHA + bh * len_q + rows, mask=row_ok, other=1.5)
+    alpha = _alphas(ALPHA, alpha_value, bh, len_q, rows, row_ok, STATS, ALPHA_ROWS, BLOCK_M)
     p = _weights(s, top, threshold, alpha, KIND)
     p = tl.where(empty[:, None] | (row_ok == 0)[:, None], 0.0, p)
     p = tl.where(invalid[:, None], float("nan"), p)

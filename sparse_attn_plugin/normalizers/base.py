@@ -194,6 +194,11 @@ class Normalizer(nn.Module, ABC):
         has (the weights are the same; a normaliser may skip its empty-row fill)."""
         return self(scores)
 
+    def fused_kind(self) -> Optional[Tuple[str, dict]]:
+        """The ``kind`` and keyword arguments of :func:`.fused_attention.fused_attention`
+        that compute this normaliser's attention in one kernel, or None where none does."""
+        return None
+
 
 def weighted_sum(probs: Tensor, values: Tensor) -> Tensor:
     """``probs @ values`` for values with the probs' leading dims; for probs ``(B, H, T,
@@ -230,6 +235,9 @@ class Softmax(Normalizer):
 
     def step_weights(self, scores: Tensor) -> Tensor:
         return softmax_step(scores)
+
+    def fused_kind(self) -> Tuple[str, dict]:
+        return "softmax", {}
 
 
 def softmax_step(scores: Tensor) -> Tensor:

@@ -12,7 +12,7 @@ Newton solver of :mod:`.entmax_newton` as :mod:`.dispatch` picks; half precision
 
 import math
 from functools import lru_cache, partial
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -180,6 +180,9 @@ class Sparsemax(Normalizer):
     def step_weights(self, scores: Tensor) -> Tensor:
         return step_by_sort(self, SPARSEMAX, 2.0, scores)
 
+    def fused_kind(self) -> Tuple[str, dict]:
+        return "sparsemax", {}
+
 
 class Entmax15(Normalizer):
     """1.5-entmax, computed exactly (Peters et al. 2019)."""
@@ -191,6 +194,9 @@ class Entmax15(Normalizer):
 
     def step_weights(self, scores: Tensor) -> Tensor:
         return step_by_sort(self, ENTMAX15, 1.5, scores)
+
+    def fused_kind(self) -> Tuple[str, dict]:
+        return "entmax15", {}
 
 
 class EntmaxAlpha(Normalizer):
@@ -253,6 +259,10 @@ class EntmaxAlpha(Normalizer):
                                   ).flatten(0, 1)
         return entmax_alpha_weights(scores, self.alpha().view(1, -1, 1, 1), self.n_iter,
                                     self.impl)
+
+    def fused_kind(self) -> Tuple[str, dict]:
+        """Each head's alpha, in (1, 2] by construction (nothing to read back)."""
+        return "entmax_alpha", {"alpha": self.alpha().view(-1, 1, 1), "max_iter": self.n_iter}
 
     def extra_repr(self) -> str:
         return f"num_heads={self.alpha_logit.numel()}, n_iter={self.n_iter}, impl={self.impl}"

@@ -16,7 +16,7 @@ from torch.autograd.function import once_differentiable
 from ..errors import SettingsError
 from .entmax_family import in_newton_range
 from .entmax_newton import TOLERANCE
-from .fused_triton import check_runs, have_triton
+from .fused_triton import check_runs, have_triton, interpreting
 from .triton_cases import ENTMAX15, GENERAL, SOFTMAX, SPARSEMAX, TOPK
 
 #: The normalisers, by name, and the kernels' case for each.
@@ -89,26 +89,32 @@ class _Fused(torch.autograd.Function):
     tensor alpha's gradient), once differentiable."""
 
     @staticmethod
-    def forward(ctx, q, k, v, alpha, kind, k_top, key_padding_mask, causal, scale):
+    def forward(ctx, q, k, v, alpha, kind, k_top, key_padding_mask, causal, scale, max_iter):
         batch, heads, len_q, dim = q.shape
         len_k, value_dim = k.size(2), v.size(-1)
         compute = torch.float64 if q.dtype == torch.float64 else torch.float32
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        alphas = _alpha_rows(FIXED_ALPHA.get(kind, alpha), (batch, heads, len_q, 1), compute,
-                             q.device)
-        mask = (key_padding_mask if key_padding_mask is not None else
-                torch.zeros(1, dtype=torch.bool, device=q.device)).to(torch.int8).contiguous()
+        # a number (or no) alpha goes to the kernels as a number, a tensor one value per row;
+        # without a mask or alpha rows the kernels read none: q stands in, at no launch
+        alpha_rows = isinstance(alpha, Tensor)
+        alphas = _alpha_rows(alpha, (batch, heads, len_q, 1), compute, q.device) \
+            if alpha_rows else q
+        alpha_value = 2.0 if alpha_rows else float(FIXED_ALPHA.get(kind, alpha or 2.0))
+        mask = q if key_padding_mask is None else key_padding_mask.to(torch.int8).contiguous()
+        has_mask, mask_rows = key_padding_mask is not None, mask.dim() == 3
         out = torch.empty(batch, heads, len_q, value_dim, dtype=v.dtype, device=q.device)
         stats = torch.empty(batch * heads * len_q, 2, dtype=compute, device=q.device)
         blocks = _blocks(len_k, dim, value_dim)
         grid = (-(-len_q // blocks["BLOCK_M"]), batch * heads)
         forward_kernel, _ = _kernels()
-        forward_kernel[grid](q, k, v, out, mask, alphas, stats, heads, len_q, len_k, dim,
-                             value_dim, scale, MAX_ITER, TOLERANCE.get(compute, 1e-6),
-                             k_top or 1, KIND=KINDS[kind], HAS_MASK=key_padding_mask is not None,
-                             CAUSAL=causal, POLISH=compute == torch.float64, **blocks)
+        forward_kernel[grid](q, k, v, out, mask, alphas, alpha_value, stats, heads, len_q, len_k,
+                             dim, value_dim, scale, max_iter, TOLERANCE.get(compute, 1e-6),
+                             k_top or 1, KIND=KINDS[kind], HAS_MASK=has_mask, MASK_ROWS=mask_rows,
+                             CAUSAL=causal, ALPHA_ROWS=alpha_rows,
+                             POLISH=compute == torch.float64, **blocks)
         ctx.save_for_backward(q, k, v, mask, alphas, stats)
-        ctx.settings = (kind, key_padding_mask is not None, causal, scale, blocks, grid)
+        ctx.settings = (kind, has_mask, mask_rows, causal, alpha_rows, alpha_value, scale,
+                        blocks, grid)
         ctx.alpha_shape = alpha.shape if isinstance(alpha, Tensor) else None
         return out
 
@@ -116,7 +122,8 @@ class _Fused(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, d_out):
         q, k, v, mask, alphas, stats = ctx.saved_tensors
-        kind, has_mask, causal, scale, blocks, grid = ctx.settings
+        kind, has_mask, mask_rows, causal, alpha_rows, alpha_value, scale, blocks, grid = \
+            ctx.settings
         batch, heads, len_q, dim = q.shape
         len_k, value_dim = k.size(2), v.size(-1)
         accumulate = torch.promote_types(stats.dtype, k.dtype)
@@ -124,25 +131,33 @@ class _Fused(torch.autograd.Function):
         d_k = torch.zeros(k.shape, dtype=accumulate, device=k.device)
         d_v = torch.zeros(v.shape, dtype=accumulate, device=v.device)
         alpha_grad = ctx.alpha_shape is not None and ctx.needs_input_grad[3]
-        d_alpha = torch.empty(alphas.numel() if alpha_grad else 1, dtype=stats.dtype,
+        d_alpha = torch.empty(batch * heads * len_q if alpha_grad else 1, dtype=stats.dtype,
                               device=q.device)
         _, backward_kernel = _kernels()
-        backward_kernel[grid](q, k, v, d_out.contiguous(), mask, alphas, stats, d_q, d_k, d_v,
-                              d_alpha, heads, len_q, len_k, dim, value_dim, scale,
-                              KIND=KINDS[kind], HAS_MASK=has_mask, CAUSAL=causal,
-                              ALPHA_GRAD=alpha_grad, **blocks)
+        backward_kernel[grid](q, k, v, d_out.contiguous(), mask, alphas, alpha_value, stats, d_q,
+                              d_k, d_v, d_alpha, heads, len_q, len_k, dim, value_dim, scale,
+                              KIND=KINDS[kind], HAS_MASK=has_mask, MASK_ROWS=mask_rows,
+                              CAUSAL=causal, ALPHA_ROWS=alpha_rows, ALPHA_GRAD=alpha_grad,
+                              **blocks)
         d_alpha = d_alpha.view(batch, heads, len_q, 1).sum_to_size(ctx.alpha_shape) \
             if alpha_grad else None
-        return d_q, d_k.to(k.dtype), d_v.to(v.dtype), d_alpha, None, None, None, None, None
+        return (d_q, d_k.to(k.dtype), d_v.to(v.dtype), d_alpha, *[None] * 6)
 
 
-def _alpha_rows(alpha, shape: Tuple[int, ...], dtype, device) -> Tensor:
-    """``alpha`` (None: softmax's and top-k's, unused) as one contiguous value per query
-    row."""
-    if alpha is None:
-        alpha = 2.0
-    alpha = torch.as_tensor(alpha, dtype=dtype, device=device).detach()
-    return alpha.expand(shape).reshape(-1).contiguous()
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, kind: str, alpha=None,
+                    k_top: Optional[int] = None, key_padding_mask: Optional[Tensor] = None,
+                    causal: bool = False, scale: float = 1.0, max_iter: int = MAX_ITER
+                    ) -> Tensor:
+    """The fused kernels on arguments the caller vouches for: those :func:`check_attention`
+    passes, at most :data:`MAX_KEYS` keys, alpha in (1, 2] (nothing is read back from the
+    device), but ``key_padding_mask`` may also be bool ``(batch, len_q, len_k)``, True where
+    a query does not see a key; ``max_iter`` caps alpha-entmax's Newton steps."""
+    return _Fused.apply(q, k, v, alpha, kind, k_top, key_padding_mask, causal, scale, max_iter)
+
+
+def _alpha_rows(alpha: Tensor, shape: Tuple[int, ...], dtype, device) -> Tensor:
+    """A tensor ``alpha`` as one contiguous value per query row, on ``device``."""
+    return alpha.detach().to(device, dtype).expand(shape).reshape(-1).contiguous()
 
 
 def fused_runs(impl: str, q: Tensor, k: Tensor, kind: str, alpha) -> bool:
@@ -159,3 +174,11 @@ def fused_runs(impl: str, q: Tensor, k: Tensor, kind: str, alpha) -> bool:
                                 f"and, for entmax_alpha, alpha in (1, 2]")
         return True
     return fits
+
+
+def fused_impl(impl: str, cuda: bool) -> bool:
+    """Whether a model's attention with ``--attn-impl impl`` takes the fused kernels for
+    tensors on a CUDA device (``cuda``) or the CPU: ``auto`` and ``triton`` on CUDA where
+    Triton imports, ``triton`` under Triton's interpreter (tests) too."""
+    return impl in ("auto", "triton") and cuda and have_triton() or (
+        impl == "triton" and interpreting())

@@ -10,6 +10,7 @@ function around the ``topk`` kernel with k symbolic; docs/methods.md, "Top-k".
 """
 
 from functools import lru_cache, partial
+from typing import Tuple
 
 import torch
 from torch import Tensor
@@ -132,6 +133,11 @@ class TopK(Normalizer):
             kernels.announce(self.impl, scores, next(iter(kernels.eager)))
             scores = keep_top(scores, self.k)
         return softmax_step(scores)
+
+    def fused_kind(self) -> Tuple[str, dict]:
+        if self.training or not self.train_only:
+            return "topk", {"k_top": self.k}
+        return "softmax", {}
 
     def extra_repr(self) -> str:
         return f"k={self.k}, train_only={self.train_only}, impl={self.impl}"

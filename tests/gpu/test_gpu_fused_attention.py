@@ -49,3 +49,32 @@ def test_the_compiled_kernels_agree_with_the_eager_path(kind, dtype, shape):
         error = (got.double() - expected).abs().max().item()
         # alpha's gradient (the fifth) is a sum over a head's rows that cancels
         assert error <= (5 if index == 4 else 1) * RTOL[dtype] * scale, (index, error, scale)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_auto_takes_the_fused_kernels_in_sparse_transformer(synthetic_bin, kind, monkeypatch):
+    """--attn-impl auto on CUDA: every site but fairseq's alignment layer runs one fused
+    call, and the model's output and gradients are those of --attn-impl torch."""
+    from sparse_attn_plugin.modules import multihead_attention
+
+    from helpers.models import attn_flags, batch, build
+
+    calls = []
+    real = multihead_attention.fused_attention
+    monkeypatch.setattr(multihead_attention, "fused_attention",
+                        lambda *args, **kwargs: calls.append(args[3]) or real(*args, **kwargs))
+    task, fused = build(synthetic_bin, extra=[*attn_flags(kind), "--attn-impl", "auto"])
+    _, plain = build(synthetic_bin, extra=[*attn_flags(kind), "--attn-impl", "torch"])
+    plain.load_state_dict(fused.state_dict())
+    sample = batch(task, split="train", size=8)
+    inputs = {name: sample["net_input"][name].cuda()
+              for name in ("src_tokens", "src_lengths", "prev_output_tokens")}
+    results = []
+    for model in (fused.cuda().train(), plain.cuda().train()):
+        out, _ = model(**inputs)
+        results.append((out, torch.autograd.grad(out.logsumexp(-1).sum(),
+                                                 list(model.parameters()))))
+    assert calls == [kind] * 5                       # 2 layers x 3 sites, less one
+    torch.testing.assert_close(results[0][0], results[1][0], atol=1e-4, rtol=1e-4)
+    for ours, theirs in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(ours, theirs, atol=1e-3, rtol=1e-3)

@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from sparse_attn_plugin.normalizers import (
     Entmax15,
@@ -20,6 +19,8 @@ from sparse_attn_plugin.normalizers import (
 from sparse_attn_plugin.normalizers.entmax_sort import sparsemax_sort
 from sparse_attn_plugin.normalizers.hard import gather_values
 from sparse_attn_plugin.normalizers.sorted_threshold import threshold_of_sorted
+
+from helpers.dispatch import Ops
 
 HEADS = 4
 
@@ -97,16 +98,6 @@ def test_gather_values_shares_a_sources_values_without_copying_them():
     expected = torch.stack([torch.stack([values[b // 3, h, index[b, h]] for h in range(HEADS)])
                             for b in range(6)])
     assert torch.equal(out, expected)
-
-
-class Ops(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.append(str(func.overloadpacket))
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("make, most", [
