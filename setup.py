@@ -48,7 +48,7 @@ setup(
             "sparse-attn-score = sparse_attn_plugin.evaluation.cli:main",
             "sparse-attn-align = sparse_attn_plugin.evaluation.align_cli:main",
             "sparse-attn-analyze = sparse_attn_plugin.analysis.cli:main",
-            "sparse-attn-flags = sparse_attn_plugin.models.flag_listing:main",
+            "sparse-attn-flags = sparse_attn_plugin.flag_listing:main",
         ],
     },
     extras_require=extras_require(),

@@ -36,9 +36,9 @@ from sparse_attn_plugin.checkpoints import (
     updates_of,
 )
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.criterions.entmax_loss import OutputEntmax
 from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.modules.output_normalizer import OutputEntmax
 
 #: (rows, vocabulary): a Multi30k-sized batch and a WMT-sized one.
 SHAPES = ((1800, 9708), (4096, 32000))

@@ -67,7 +67,7 @@ COMMANDS: Dict[str, Needs] = {
     "sparse_attn_plugin.evaluation.cli": Needs(("metrics",)),
     "sparse_attn_plugin.evaluation.align_cli": Needs(("metrics",)),
     "sparse_attn_plugin.analysis.cli": Needs(("plots", "fairseq")),
-    "sparse_attn_plugin.models.flag_listing": Needs(("fairseq",)),
+    "sparse_attn_plugin.flag_listing": Needs(("fairseq",)),
 }
 
 

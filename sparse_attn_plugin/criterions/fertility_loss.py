@@ -28,12 +28,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 
-from ..modules.fertility import FertilityError
-
-#: The criterion's name, and the task whose batches carry the fertilities it trains on
-#: (``models.fertility_args.check_fertility_criterion`` refuses a run without them).
-CRITERION = "label_smoothed_cross_entropy_with_fertility"
-TASK = "sparse_translation"
+from ..modules.fertility import CRITERION, TASK, FertilityError
 
 
 @dataclass

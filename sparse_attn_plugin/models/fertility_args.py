@@ -1,29 +1,12 @@
 """Command-line flags of constrained attention (Malaviya et al. 2018): sink, exhaustion,
 fertility strategy and the fertility predictor, shared by the LSTM and the transformer."""
 
-from ..criterions.fertility_loss import CRITERION, TASK
 from ..errors import SettingsError
-from ..modules.fertility import STRATEGIES, Fertility
+from ..modules.fertility import CRITERION, DEFAULTS, STRATEGIES, TASK, Fertility
 from ..modules.fertility_predictor import FertilityPredictor
 from ..site_normalizers import cross_attention_constrained, site_normalizer_name
 from .attention_args import check_attention_args
 from .flag_checks import check_choice, check_number, parsed_from_command_line
-
-#: Flag defaults; the predictor's sizes are the reference tagger's.
-DEFAULTS = {
-    "sink_token": False,
-    "attn_rows_may_sum_below_one": False,
-    "exhaustion_c": 0.0,
-    "fertility": "constant",
-    "fertility_value": 2.0,
-    "fertility_table": None,
-    "fertility_slack": 1.0,
-    "fertility_predictor_embed_dim": 256,
-    "fertility_predictor_hidden_size": 256,
-    "fertility_predictor_layers": 2,
-    "fertility_predictor_dropout": 0.2,
-    "fertility_max": 10,
-}
 
 
 def add_fertility_args(parser):

@@ -1,5 +1,5 @@
 """Decoding with the output normaliser a model was trained with (``--criterion
-entmax_loss --loss-alpha A``, :mod:`..criterions.entmax_loss`).
+entmax_loss --loss-alpha A``, :mod:`..modules.output_normalizer`).
 
 Our models read the criterion from their configuration, which fairseq saves with every
 checkpoint: trained with ``entmax_loss``, a model's ``get_normalized_probs`` gives
@@ -8,8 +8,8 @@ token has probability 0), at training and at ``fairseq-generate`` with no flag t
 Trained with any other criterion it is fairseq's softmax, untouched.
 """
 
-from ..criterions.entmax_loss import output_entmax_of
-from ..tasks.zero_probability_search import ZeroProbabilitySequenceGenerator
+from ..modules.output_normalizer import output_entmax_of
+from ..search.zero_probability import ZeroProbabilitySequenceGenerator
 
 
 def with_output_entmax(model, args, task):

@@ -20,6 +20,27 @@ from .fertility_predictor import FertilityPredictor
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("constant", "guided", "predicted")
+#: The criterion that trains the fertility predictor, and the task whose batches carry the
+#: fertilities it trains on (``models.fertility_args.check_fertility_criterion`` refuses a
+#: run without them): their registered names.
+CRITERION = "label_smoothed_cross_entropy_with_fertility"
+TASK = "sparse_translation"
+#: The constrained attention flags' defaults (the models' flags; the task reads
+#: ``fertility_max``); the predictor's sizes are the reference tagger's.
+DEFAULTS = {
+    "sink_token": False,
+    "attn_rows_may_sum_below_one": False,
+    "exhaustion_c": 0.0,
+    "fertility": "constant",
+    "fertility_value": 2.0,
+    "fertility_table": None,
+    "fertility_slack": 1.0,
+    "fertility_predictor_embed_dim": 256,
+    "fertility_predictor_hidden_size": 256,
+    "fertility_predictor_layers": 2,
+    "fertility_predictor_dropout": 0.2,
+    "fertility_max": 10,
+}
 #: Fertility of the source's end-of-sentence token under the guided and predicted strategies.
 EOS_FERTILITY = 1.0
 

@@ -12,7 +12,7 @@ Adds to fairseq's ``translation`` task:
   ``K = max(--fertility-max, largest training count)`` tagger classes, as the authors'
   code sets them (a model loaded from a checkpoint keeps its own).
 * ``--coverage-penalty-beta B``: GNMT rescoring of finished hypotheses at generation
-  (see :mod:`.coverage_penalty`); fairseq's ``--lenpen`` is its length-penalty exponent.
+  (see :mod:`..search.coverage_penalty`); fairseq's ``--lenpen`` is its length-penalty exponent.
 """
 
 import logging
@@ -26,9 +26,9 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..errors import SettingsError
-from ..models.fertility_args import DEFAULTS as FERTILITY_DEFAULTS
-from ..modules.fertility import EOS_FERTILITY, FertilityError
-from .coverage_penalty import CoverageSequenceGenerator
+from ..modules.fertility import DEFAULTS as FERTILITY_DEFAULTS
+from ..modules.fertility import EOS_FERTILITY, TASK, FertilityError
+from ..search.coverage_penalty import CoverageSequenceGenerator
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class SparseTranslationConfig(TranslationConfig):
         default=0.1, metadata={"help": "floor of each source token's coverage"})
 
 
-@register_task("sparse_translation", dataclass=SparseTranslationConfig)
+@register_task(TASK, dataclass=SparseTranslationConfig)
 class SparseTranslationTask(TranslationTask):
     """Translation with per-token fertility files and coverage-penalty rescoring."""
 

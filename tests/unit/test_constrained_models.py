@@ -17,7 +17,7 @@ from sparse_attn_plugin.errors import SettingsError
 from sparse_attn_plugin.modules.fertility import FertilityError
 from sparse_attn_plugin.modules.fertility_predictor import FertilityPredictor
 from sparse_attn_plugin.modules.source_layout import SourceLayout
-from sparse_attn_plugin.tasks.coverage_penalty import CoverageSequenceGenerator, gnmt_score
+from sparse_attn_plugin.search.coverage_penalty import CoverageSequenceGenerator, gnmt_score
 from sparse_attn_plugin.tasks.sparse_translation import fertility_path
 
 from helpers.models import batch, build, decode_incrementally, parse, peaked, teacher_forced

@@ -15,15 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparse_attn_plugin import functional, losses
-from sparse_attn_plugin.criterions.entmax_loss import (
-    CRITERION,
-    EntmaxLossCriterion,
-    OutputEntmax,
-    parse_loss_alpha,
-)
+from sparse_attn_plugin.criterions.entmax_loss import EntmaxLossCriterion
 from sparse_attn_plugin.errors import SettingsError
+from sparse_attn_plugin.modules.output_normalizer import CRITERION, OutputEntmax, parse_loss_alpha
 from sparse_attn_plugin.normalizers.entmax_partial import FIRST_K
-from sparse_attn_plugin.tasks.zero_probability_search import ZeroProbabilitySequenceGenerator
+from sparse_attn_plugin.search.zero_probability import ZeroProbabilitySequenceGenerator
 
 from helpers.models import batch, build, decode_incrementally, parse, peaked
 

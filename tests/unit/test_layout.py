@@ -7,9 +7,12 @@ Three top-level packages, each depending only on those above it:
 * ``sparse_attn_data``: the corpus recipes, built on the plugin's files and aligner;
 * ``sparse_attn_experiments``: compare, reproduce, the results index, on both.
 
-No module imports another that imports it back, one module decides which normaliser a
-site gets, libraries never import a command-line module, and our code never runs our own
-code through ``python -m``. Every rule is also shown to catch the arrow it forbids,
+Inside the plugin, its folders and top-level modules lie in layers (:data:`PLUGIN_LAYERS`),
+each importing only its own and those below: the library under the models' parts, the
+models under the criteria and tasks that train them, the commands on top. No module imports
+another that imports it back, one module decides which normaliser a site gets, libraries
+never import a command-line module, and our code never runs our own code through
+``python -m``. Every rule is also shown to catch the arrow it forbids,
 planted in a copy of the tree (:func:`test_each_old_arrow_is_caught`).
 """
 
@@ -32,17 +35,32 @@ LIBRARY = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.functional",
            "sparse_attn_plugin.losses")
 LIBRARY_MAY_IMPORT = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.errors",
                       "sparse_attn_plugin.normalizer_registry", "sparse_attn_plugin.functional")
+#: The plugin's folders and top-level modules, lowest first: each imports only from its own
+#: layer and those below (what criteria, tasks and models share lies under all three).
+PLUGIN_LAYERS = (
+    ("errors", "files", "command_line", "extras", "extras_check", "sites",
+     "normalizer_registry", "checkpoint_globals"),            # the ground
+    ("normalizers", "functional", "losses", "entmax_compat"),  # the library
+    ("site_normalizers", "modules", "search"),                 # what models are made of
+    ("models",),
+    ("criterions", "tasks"),                                   # what trains the models
+    ("registration",),
+    ("checkpoints", "flag_listing", "huggingface", "analysis", "evaluation"),  # for users
+)
 #: The one module that turns a model's configuration into each site's normaliser.
 SITE_DECIDER = "sparse_attn_plugin.site_normalizers"
 #: The command-line modules (each one ``main``), which only console scripts import.
 CLIS = {"sparse_attn_plugin.evaluation.cli", "sparse_attn_plugin.evaluation.align_cli",
-        "sparse_attn_plugin.analysis.cli", "sparse_attn_experiments.compare",
+        "sparse_attn_plugin.analysis.cli", "sparse_attn_plugin.flag_listing",
+        "sparse_attn_experiments.compare",
         "sparse_attn_experiments.reproduce", "sparse_attn_experiments.results_index",
         "sparse_attn_experiments.toy_example"}
 #: Paths that are gone and must stay gone: shims of moved commands, the tooling inside
 #: the plugin, and a top-level package with a generic name.
 GONE = ("sparse_attn_plugin/compare.py", "sparse_attn_plugin/reproduce.py",
         "sparse_attn_plugin/results_index.py", "sparse_attn_plugin/analysis/toy_example.py",
+        "sparse_attn_plugin/models/flag_listing.py", "sparse_attn_plugin/tasks/coverage_penalty.py",
+        "sparse_attn_plugin/tasks/zero_probability_search.py",
         "sparse_attn_plugin/experiments", "data_prep")
 
 Tree = Dict[str, "Module"]
@@ -165,12 +183,31 @@ def site_deciders(tree: Tree) -> List[str]:
     return found
 
 
+def plugin_layer(name: str) -> int:
+    """The layer of a plugin module (its folder, or itself at the top level); a unit no
+    layer names is an error to fix in :data:`PLUGIN_LAYERS`."""
+    unit = name.split(".")[1]
+    return next(i for i, layer in enumerate(PLUGIN_LAYERS) if unit in layer)
+
+
+def layer_arrows(tree: Tree) -> List[str]:
+    found = []
+    for name in tree:
+        if top(name) != "sparse_attn_plugin" or name == "sparse_attn_plugin":
+            continue
+        for target in imported(tree[name]):
+            if top(target) == "sparse_attn_plugin" and target != "sparse_attn_plugin" and \
+                    plugin_layer(target) > plugin_layer(name):
+                found.append(f"{name} imports {target}, a layer above it")
+    return found
+
+
 def cli_imports(tree: Tree) -> List[str]:
     return [f"{name} imports {target}" for name in tree
             for target in imported(tree[name]) if target in CLIS]
 
 
-RULES = (package_arrows, cycles, library_arrows, site_deciders, cli_imports)
+RULES = (package_arrows, cycles, library_arrows, site_deciders, cli_imports, layer_arrows)
 
 
 # -- the tests ---------------------------------------------------------------------------------
@@ -200,6 +237,12 @@ OLD_ARROWS = [
      site_deciders),
     ("sparse_attn_plugin.analysis.plots", "def f():\n    from ..evaluation import cli\n",
      cli_imports),
+    # the model layer on a criterion and a task (issue 56)
+    ("sparse_attn_plugin.models.output_entmax",
+     "from ..criterions.entmax_loss import output_entmax_of\n", layer_arrows),
+    ("sparse_attn_plugin.models.fertility_args",
+     "from ..tasks.sparse_translation import SparseTranslationTask\n", layer_arrows),
+    ("sparse_attn_plugin.normalizers.base", "from ..modules import fertility\n", layer_arrows),
 ]
 
 
@@ -253,3 +296,10 @@ def test_tests_mirror_the_tiers_and_share_helpers_not_each_other():
     assert offenders == []
     names = [path.name for path in modules]
     assert len(names) == len(set(names))  # one module name per test file, across tiers
+
+
+def test_every_plugin_folder_and_module_has_a_layer():
+    units = {name.split(".")[1] for name in read_tree()
+             if top(name) == "sparse_attn_plugin" and name != "sparse_attn_plugin"}
+    placed = [unit for layer in PLUGIN_LAYERS for unit in layer]
+    assert sorted(units) == sorted(placed) and len(placed) == len(set(placed))

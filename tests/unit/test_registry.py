@@ -16,7 +16,7 @@ from sparse_attn_experiments.comparison.models import ARCHITECTURES, Row
 from sparse_attn_experiments.comparison.switch import choices
 from sparse_attn_plugin import functional, huggingface, normalizers
 from sparse_attn_plugin.errors import SettingsError
-from sparse_attn_plugin.models.flag_listing import flag_groups
+from sparse_attn_plugin.flag_listing import flag_groups
 from sparse_attn_plugin.models.sparse_lstm import LSTM_NAMES
 from sparse_attn_plugin.normalizer_registry import (
     SPECS,

@@ -7,11 +7,13 @@ criterion's flags to its parser only after a first parse has read ``--arch``, ``
 and ``--criterion``, and ``--help`` ends that first parse.
 """
 
+import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra stops it here)
+
 import argparse
 import sys
 
-from ..command_line import CommandParser
-from ..registration import register
+from .command_line import CommandParser
+from .registration import register
 
 PROG = "sparse-attn-flags"
 
@@ -23,8 +25,8 @@ def flag_groups(arch: str) -> argparse.ArgumentParser:
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.tasks import TASK_REGISTRY
 
-    from ..criterions.entmax_loss import CRITERION as ENTMAX_LOSS
-    from ..criterions.fertility_loss import CRITERION, TASK
+    from .modules.fertility import CRITERION, TASK
+    from .modules.output_normalizer import CRITERION as ENTMAX_LOSS
 
     parser = argparse.ArgumentParser(
         prog=f"fairseq-train DATA --user-dir sparse_attn_plugin --arch {arch}",
@@ -42,7 +44,7 @@ def main(argv=None):
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     ours = sorted(arch for arch, model in ARCH_MODEL_REGISTRY.items()
-                  if model.__module__.startswith(__package__))
+                  if model.__module__.startswith(f"{__package__}.models."))
     parser = CommandParser(prog=PROG, description=__doc__.replace("``", ""),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("arch", metavar="ARCH", help=f"one of {', '.join(ours)}")

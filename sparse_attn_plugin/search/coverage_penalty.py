@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from .zero_probability_search import ZeroProbabilitySequenceGenerator
+from .zero_probability import ZeroProbabilitySequenceGenerator
 
 
 def gnmt_score(positional_scores, attention, source_mask, alpha: float, beta: float,
@@ -30,7 +30,7 @@ def gnmt_score(positional_scores, attention, source_mask, alpha: float, beta: fl
 
 
 class CoverageSequenceGenerator(ZeroProbabilitySequenceGenerator):
-    """fairseq's beam search (finishing on exact zeros, :mod:`.zero_probability_search`),
+    """fairseq's beam search (finishing on exact zeros, :mod:`.zero_probability`),
     then GNMT rescoring of each sentence's finished beam.
 
     Args:
