@@ -15,9 +15,9 @@ transformers = pytest.importorskip("transformers")
 
 from transformers import LlamaConfig, LlamaForCausalLM, MarianConfig, MarianMTModel  # noqa: E402
 
-from sparse_attn_plugin import huggingface  # noqa: E402
 from sparse_attn_plugin.huggingface import (  # noqa: E402
     attention_function,
+    functions,
     register,
     use_sparse_attention,
 )
@@ -33,7 +33,7 @@ OPTIONS = {"softmax": {}, "sparsemax": {}, "entmax15": {}, "topk": {"k": 3},
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    return record(monkeypatch, huggingface)
+    return record(monkeypatch, functions)
 
 
 class Module(torch.nn.Module):
