@@ -15,6 +15,7 @@ from importlib import import_module
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .errors import SettingsError
+from .normalizer_options import keywords
 from .sites import SITES
 
 #: The normaliser of a site no flag sets.
@@ -44,10 +45,10 @@ class NormalizerSpec:
 
     ``normalizer`` is its module's class (or a :class:`Lazy` name of it), taking first the
     number of heads where ``per_head``, then the :class:`~.normalizers.NormalizerOptions`
-    fields ``options`` names; ``function`` its function of a tensor (:mod:`.functional`),
-    if any; ``huggingface``, where transformers models are offered it, the options of
-    ``function`` their attention function passes on (of ``k``, ``alpha``, ``n_iter``,
-    ``impl``), else None; ``sites`` and ``models`` (:data:`MODELS`) where it may stand;
+    fields ``options`` names (:mod:`.normalizer_options`); ``function`` its function of a
+    tensor (:mod:`.functional`), if any; ``transformers``, whether transformers models are
+    offered it (their attention function passes on the :attr:`keywords` of its options);
+    ``sites`` and ``models`` (:data:`MODELS`) where it may stand;
     ``constrained``, whether fertilities bound it, called as ``normalizer(scores, upper)``.
     """
 
@@ -56,10 +57,15 @@ class NormalizerSpec:
     options: Tuple[str, ...] = ()
     per_head: bool = False
     function: Optional[Callable[..., Any]] = None
-    huggingface: Optional[Tuple[str, ...]] = None
+    transformers: bool = False
     sites: Tuple[str, ...] = SITES
     models: Tuple[str, ...] = MODELS
     constrained: bool = False
+
+    @property
+    def keywords(self) -> Tuple[str, ...]:
+        """Its options' names as its function and transformers' attention take them."""
+        return keywords(self.options)
 
     @property
     def compiled(self) -> bool:
@@ -85,18 +91,18 @@ def _function(name: str) -> Lazy:
 #: token receives, so the constrained ones fit cross-attention only.
 SPECS: Dict[str, NormalizerSpec] = {spec.name: spec for spec in (
     NormalizerSpec("softmax", Lazy("normalizers.base", "Softmax"),
-                   function=_function("softmax"), huggingface=()),
+                   function=_function("softmax"), transformers=True),
     NormalizerSpec("topk", Lazy("normalizers.topk", "TopK"),
                    ("topk", "topk_train_only", "attn_impl"),
-                   function=_function("topk_softmax"), huggingface=("k", "impl")),
+                   function=_function("topk_softmax"), transformers=True),
     NormalizerSpec("sparsemax", Lazy(_ENTMAX, "Sparsemax"), ("attn_impl",),
-                   function=_function("sparsemax"), huggingface=("impl",)),
+                   function=_function("sparsemax"), transformers=True),
     NormalizerSpec("entmax15", Lazy(_ENTMAX, "Entmax15"), ("attn_impl",),
-                   function=_function("entmax15"), huggingface=("impl",)),
+                   function=_function("entmax15"), transformers=True),
     NormalizerSpec("entmax_alpha", Lazy(_ENTMAX, "EntmaxAlpha"),
                    ("entmax_alpha_init", "entmax_max_iter", "attn_impl"), per_head=True,
                    function=_function("entmax_alpha"),
-                   huggingface=("n_iter", "alpha", "impl")),
+                   transformers=True),
     NormalizerSpec("hard", Lazy("normalizers.hard", "HardRetrieval"), models=(TRANSFORMER,)),
     NormalizerSpec("csoftmax", Lazy("normalizers.constrained", "CSoftmax"),
                    function=_function("csoftmax"), sites=CROSS, constrained=True),

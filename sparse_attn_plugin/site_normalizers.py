@@ -8,12 +8,12 @@ site by ``{site}_attn_fn``; the normalisers' hyper-parameters are the fields of
 :class:`~sparse_attn_plugin.normalizers.NormalizerOptions` of the same names.
 """
 
-from dataclasses import fields
 from typing import Sequence
 
 from .errors import SettingsError
+from .normalizer_options import all_options, options_record
 from .normalizer_registry import DEFAULT, lookup, names
-from .normalizers import NormalizerOptions, build_normalizer
+from .normalizers import build_normalizer
 
 
 def check_fits(name: str, site: str) -> None:
@@ -55,13 +55,12 @@ def cross_attention_constrained(cfg) -> bool:
     return site_normalizer_name(cfg, "decoder_cross") in names(constrained=True)
 
 
-def normalizer_options(cfg) -> NormalizerOptions:
-    """The normalisers' hyper-parameters set in ``cfg`` (defaults for the others)."""
-    return NormalizerOptions(**{
-        f.name: getattr(cfg, f.name)
-        for f in fields(NormalizerOptions)
-        if getattr(cfg, f.name, None) is not None
-    })
+def normalizer_options(cfg):
+    """The normalisers' hyper-parameters set in ``cfg`` (defaults for the others), as the
+    options declare them when called (:mod:`.normalizer_options`)."""
+    return options_record()(**{option.name: getattr(cfg, option.name)
+                               for option in all_options()
+                               if getattr(cfg, option.name, None) is not None})
 
 
 def build_site_normalizer(cfg, site: str, num_heads: int):

@@ -2,29 +2,29 @@
 :func:`register` puts in transformers' ``AttentionInterface`` (with the boolean mask), one
 normaliser for every layer; on CUDA by the fused kernels where the call allows."""
 
-from typing import Callable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 from torch.nn import functional as nnf
 
+from ..errors import SettingsError
 from ..extras import install_hint
+from ..normalizer_options import all_options
 from ..normalizer_registry import SPECS, lookup
 from ..normalizers.base import check_impl
 from ..normalizers.entmax_family import (
     check_alpha,
-    check_n_iter,
     in_newton_range,
 )
 from ..normalizers.fused_attention import KINDS as FUSED_KINDS
 from ..normalizers.fused_attention import MAX_KEYS, fused_attention, fused_impl
-from ..normalizers.topk import check_k
 
 
 def _kinds() -> Tuple[str, ...]:
-    """The normalisers transformers is offered (their ``huggingface`` entry in
+    """The normalisers transformers is offered (their ``transformers`` entry in
     :mod:`.normalizer_registry`), in the registry's order."""
-    return tuple(spec.name for spec in SPECS.values() if spec.huggingface is not None)
+    return tuple(spec.name for spec in SPECS.values() if spec.transformers)
 
 
 #: The normalisers an attention function can use (``kind``).
@@ -91,21 +91,37 @@ def _fused_output(fused: Fused, query: Tensor, key: Tensor, value: Tensor,
     return output.transpose(1, 2).contiguous()
 
 
-#: How each option is checked, once, before a normaliser's function is given it (as the
-#: modules check theirs); ``impl`` is checked for every kind.
-_CHECKS = {"k": check_k, "n_iter": check_n_iter, "alpha": _fixed_alpha}
+def keyword_options() -> dict:
+    """The options an attention function takes, by keyword (:mod:`..normalizer_options`)."""
+    return {option.keyword: option for option in all_options() if option.keyword}
 
 
-def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str
+def _checked(keyword: str, value):
+    """``value`` as ``keyword``'s option checks it, once, before a normaliser's function
+    is given it; but ``alpha``, which the functions take as the alpha itself (a number >
+    0, or one per head), not as learned alpha's first value."""
+    if keyword == "alpha":
+        return _fixed_alpha(value)
+    return keyword_options()[keyword].check(value, keyword)
+
+
+def _normalizer(kind: str, options: dict
                 ) -> Tuple[Callable[[Tensor], Tensor], Optional[Fused]]:
     """The weights over the last dim of ``(B, H, T, S)`` scores, by ``kind``'s function
-    given the options its registry entry names (``huggingface``), checked here; and how
-    the fused kernels compute the same attention (None: they do not)."""
+    given the options it reads (:attr:`~..normalizer_registry.NormalizerSpec.keywords`),
+    checked here, defaults where not given; and how the fused kernels compute the same
+    attention (None: they do not)."""
     spec = lookup(kind, _kinds(), " for transformers")
-    check_impl(impl)
-    given = {"k": k, "alpha": alpha, "n_iter": n_iter, "impl": impl}
-    passed = {option: _CHECKS.get(option, _as_given)(given[option])
-              for option in spec.huggingface}
+    known = keyword_options()
+    for keyword in options:
+        if keyword not in known:
+            raise SettingsError(f"{kind} attention takes no option {keyword!r}; the options "
+                                f"are: {', '.join(known)}")
+    given = {keyword: option.default for keyword, option in known.items()}
+    given.update(options)
+    impl = given["impl"]
+    check_impl(impl)           # every kind's: it also says where triton cannot run
+    passed = {keyword: _checked(keyword, given[keyword]) for keyword in spec.keywords}
 
     def normalize(scores: Tensor) -> Tensor:
         return spec.function(scores, **{
@@ -120,10 +136,6 @@ def _normalizer(kind: str, k: int, alpha, n_iter: int, impl: str
     elif kind in FUSED_KINDS and kind != "entmax_alpha":
         fused = Fused(kind, {}, impl)
     return normalize, fused
-
-
-def _as_given(value):
-    return value
 
 
 def apply_mask(scores: Tensor, attention_mask: Optional[Tensor]) -> Tensor:
@@ -188,11 +200,11 @@ def attend(normalize: Callable[[Tensor], Tensor], kind: str, module: torch.nn.Mo
     return output, weights
 
 
-def attention_function(kind: str, *, k: int = 8, alpha: Union[float, Sequence[float], Tensor] = 1.5,
-                       n_iter: int = 30, impl: str = "auto") -> Callable:
+def attention_function(kind: str, **options) -> Callable:
     """An attention function in transformers' ``AttentionInterface`` form, normalising with
     ``kind`` (one of :data:`KINDS`; ``softmax`` is eager's but for all-zero rows where every
-    key is masked), ``k`` keys kept by ``topk``, ``entmax_alpha``'s fixed ``alpha`` > 0
+    key is masked), with the ``options`` of :func:`keyword_options` it reads (their
+    defaults otherwise): ``k`` keys kept by ``topk``, ``entmax_alpha``'s fixed ``alpha`` > 0
     (or one per query head) and iteration cap ``n_iter``, computed as ``impl`` says
     (:mod:`sparse_attn_plugin.functional`).
 
@@ -202,7 +214,7 @@ def attention_function(kind: str, *, k: int = 8, alpha: Union[float, Sequence[fl
     hold ``is_causal``, ``softcap`` and ``position_bias``, as transformers' own functions
     read them; attention sinks (``s_aux``) are refused.
     """
-    normalize, fused = _normalizer(kind, k, alpha, n_iter, impl)
+    normalize, fused = _normalizer(kind, options)
 
     def attention(module: torch.nn.Module, query: Tensor, key: Tensor, value: Tensor,
                   attention_mask: Optional[Tensor], scaling: Optional[float] = None,
@@ -248,7 +260,7 @@ def register_all(**options) -> Tuple[str, ...]:
     """:func:`register` every kind of :data:`KINDS` under its own name, with ``options``
     (``k`` for topk, ``alpha`` and ``n_iter`` for entmax_alpha, ``impl`` for all)."""
     return tuple(register(kind, **{key: value for key, value in options.items()
-                                   if key == "impl" or key in SPECS[kind].huggingface})
+                                   if key == "impl" or key in SPECS[kind].keywords})
                  for kind in _kinds())
 
 

@@ -97,7 +97,7 @@ def site_choice(site: str, choice) -> dict:
     options = dict(choice)
     kind = options.pop("kind", None)
     spec = lookup(kind, KINDS, f" for {site} attention")
-    allowed = spec.huggingface + ((LEARN_ALPHA,) if "alpha" in spec.huggingface else ())
+    allowed = spec.keywords + ((LEARN_ALPHA,) if "alpha" in spec.keywords else ())
     for option in options:
         if option not in allowed:
             raise SettingsError(f"{site}: {kind} takes no option {option!r}; it takes: "

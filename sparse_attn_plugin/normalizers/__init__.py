@@ -7,13 +7,10 @@ The names and what each stands for are entries of
 :mod:`sparse_attn_plugin.normalizer_registry`; the lists below are read from it on import.
 """
 
-from dataclasses import dataclass, field
-from typing import Union
-
+from ..normalizer_options import IMPLS, options_record
 from ..normalizer_registry import lookup, names
 from .base import Normalizer, Softmax
 from .constrained import CSoftmax, CSparsemax, InfeasibleBounds, csoftmax, csparsemax
-from .dispatch import IMPLS
 from .entmax_family import (
     ALPHA_MAX,
     ALPHA_MIN,
@@ -26,32 +23,11 @@ from .entmax_family import (
 from .hard import HardRetrieval
 from .topk import TopK
 
-
-@dataclass(frozen=True)
-class NormalizerOptions:
-    """The hyper-parameters normalisers read, declared once: the models' command-line
-    flags of the same names (``--topk``, ...) are made from these fields, their defaults
-    and their ``help`` (``models.attention_args.add_attention_args``)."""
-
-    topk: int = field(default=8, metadata={
-        "help": "keys kept per query by top-k attention", "metavar": "K"})
-    topk_train_only: bool = field(default=False, metadata={
-        "help": "top-k in training only; plain softmax at inference"})
-    entmax_alpha_init: Union[float, str] = field(default=1.5, metadata={
-        "help": f"initial alpha of learned alpha-entmax, in [{ALPHA_MIN}, {ALPHA_MAX}), or "
-                f"{RANDOM_INIT!r}: each head's z (alpha = 1 + sigmoid(z)) drawn from N(0, 1), "
-                "seeded by --seed, as Correia et al.'s code does", "metavar": "A"})
-    attn_impl: str = field(default="auto", metadata={
-        "help": "how the normalisers are computed: torch (eagerly), compiled (kernels fused "
-                "by torch.compile, compiled on first use), triton (Triton kernels, on a CUDA "
-                "device), or auto (the default: triton on a CUDA device where Triton is "
-                "installed, torch elsewhere; it never compiles with torch.compile nor times "
-                "anything)",
-        "metavar": "IMPL", "choices": IMPLS})
-    entmax_max_iter: int = field(default=30, metadata={
-        "help": "iteration cap of learned alpha-entmax's safeguarded Newton solver for its "
-                "threshold (it stops on convergence, after 3-8 steps in practice)",
-        "metavar": "N"})
+#: The hyper-parameters normalisers read, with their defaults: a frozen dataclass made from
+#: :data:`~sparse_attn_plugin.normalizer_options.OPTIONS` (the models' flags come from the
+#: same entries).
+NormalizerOptions = options_record()
+DEFAULT_OPTIONS = NormalizerOptions()
 
 
 #: Normalisers whose weights are bounded by fertilities (Malaviya et al. 2018): they are
@@ -65,7 +41,7 @@ COMPILED = names(compiled=True)
 NAMES = names()
 
 
-def build_normalizer(name: str, num_heads: int, options: NormalizerOptions = NormalizerOptions()):
+def build_normalizer(name: str, num_heads: int, options=DEFAULT_OPTIONS):
     """Make the normaliser called ``name`` (its entry in
     :data:`~sparse_attn_plugin.normalizer_registry.SPECS`) for a module with ``num_heads``
     heads."""

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .dispatch import IMPLS
+from ..normalizer_options import IMPLS
 from .fused_triton import check_available
 
 

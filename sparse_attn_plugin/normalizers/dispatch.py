@@ -21,7 +21,6 @@ from .fused_triton import MAX_COLS, have_triton
 logger = logging.getLogger(__name__)
 
 #: Values of ``--attn-impl``.
-IMPLS = ("auto", "torch", "compiled", "triton")
 
 #: An implementation: its name (as logged) and its function of the scores and ``*args``.
 Kernel = Tuple[str, Callable[..., Tensor]]

@@ -17,7 +17,7 @@ from typing import Callable, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from ..errors import SettingsError
+from ..normalizer_options import ALPHA_MAX, ALPHA_MIN, RANDOM_INIT, alpha_init
 from .base import Normalizer, check_count
 from .dispatch import Implementations, partial_for_one_alpha, sort_or_newton
 from .entmax_general import MAX_STEPS, TOLERANCE, entmax_general
@@ -28,28 +28,9 @@ from .entmax_sort import entmax15_sort, sorted_step, sparsemax_sort
 from .fused_triton import entmax15_triton, entmax_any_triton, entmax_triton, sparsemax_triton
 from .row_parameters import checked
 
-ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
-
-#: ``alpha_init`` that draws each head's pre-alpha ``z_h ~ N(0, 1)`` (torch's global
-#: generator, which fairseq seeds with ``--seed``), as the first author of Correia et al.
-#: (2019) does (``nn.Parameter(torch.randn(head_count))``, deep-spin/entmax issue 10).
-RANDOM_INIT = "random"
-
-
-def parse_alpha_init(value, name: str = "entmax alpha init") -> Union[float, str]:
-    """:data:`RANDOM_INIT`, or the initial alpha as a float in ``[1.01, 2)`` (given as a
-    number or its text); SettingsError (a ValueError) with one line naming ``name``
-    otherwise."""
-    if value == RANDOM_INIT:
-        return RANDOM_INIT
-    try:
-        alpha = float(value)
-    except (TypeError, ValueError):
-        alpha = math.nan
-    if not ALPHA_MIN <= alpha < ALPHA_MAX:
-        raise SettingsError(f"{name} must be {RANDOM_INIT!r} or a number in "
-                            f"[{ALPHA_MIN}, {ALPHA_MAX}), got {value!r}")
-    return alpha
+#: Learned alpha's range and random start, and the check of its first value: declared
+#: with the other hyper-parameters (:mod:`..normalizer_options`).
+parse_alpha_init = alpha_init
 
 
 def by_sort(algorithm: Callable[..., Tensor], alpha: float) -> Callable[[Tensor], Tensor]:

@@ -220,12 +220,14 @@ def test_backward_reaches_the_attention_weights(name):
 @pytest.mark.parametrize("make_bad,message", [
     (lambda: attention_function("softmaxx"), "unknown attention normaliser 'softmaxx'"),
     (lambda: attention_function("sparsemax", impl="gpu"), "unknown attention implementation"),
-    (lambda: attention_function("topk", k=0), "k >= 1"),
+    (lambda: attention_function("topk", k=0), "k must be >= 1, got 0"),
+    (lambda: attention_function("topk", k=2.5), "k must be an integer >= 1, got 2.5"),
+    (lambda: attention_function("topk", top=3), "topk attention takes no option 'top'"),
     (lambda: attention_function("entmax_alpha", alpha=0.0), r"alpha in \(0, inf\), got 0.0"),
     (lambda: attention_function("entmax_alpha", alpha=[1.5, -2.5]), r"alpha in \(0, inf\)"),
     (lambda: attention_function("entmax_alpha", alpha=[[1.5]]), "a number or one per head"),
     (lambda: attention_function("entmax_alpha", alpha="x"), "a number or one per head"),
-    (lambda: attention_function("entmax_alpha", n_iter=0), "needs an integer n_iter >= 1"),
+    (lambda: attention_function("entmax_alpha", n_iter=0), "n_iter must be >= 1, got 0"),
 ])
 def test_bad_options_are_one_clear_line(make_bad, message):
     with pytest.raises(ValueError, match=message) as error:

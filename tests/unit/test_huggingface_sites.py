@@ -385,7 +385,7 @@ def tiny_config():
      "decoder_cross: sparsemax takes no option 'k'; it takes: impl"),
     ({"decoder_cross": {"kind": "topk", "learn_alpha": True}},
      "topk takes no option 'learn_alpha'; it takes: k, impl"),
-    ({"decoder_cross": {"kind": "topk", "k": 0}}, "k >= 1"),
+    ({"decoder_cross": {"kind": "topk", "k": 0}}, "k must be >= 1"),
     ({"decoder_self": {"kind": "entmax_alpha", "alpha": -2.5}}, r"alpha in \(0, inf\)"),
     ({"decoder_self": {**LEARNED, "alpha": 2.0}},
      r"decoder_self: learned alpha's first value must be .* a number in \[1.01, 2.0\)"),

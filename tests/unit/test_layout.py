@@ -34,12 +34,13 @@ MAY_IMPORT = {"sparse_attn_plugin": set(),
 LIBRARY = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.functional",
            "sparse_attn_plugin.losses")
 LIBRARY_MAY_IMPORT = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.errors",
-                      "sparse_attn_plugin.normalizer_registry", "sparse_attn_plugin.functional")
+                      "sparse_attn_plugin.normalizer_registry",
+                      "sparse_attn_plugin.normalizer_options", "sparse_attn_plugin.functional")
 #: The plugin's folders and top-level modules, lowest first: each imports only from its own
 #: layer and those below (what criteria, tasks and models share lies under all three).
 PLUGIN_LAYERS = (
     ("errors", "files", "command_line", "extras", "extras_check", "sites",
-     "normalizer_registry", "checkpoint_globals"),            # the ground
+     "normalizer_options", "normalizer_registry", "checkpoint_globals"),     # the ground
     ("normalizers", "functional", "losses", "entmax_compat"),  # the library
     ("site_normalizers", "modules", "search"),                 # what models are made of
     ("models",),

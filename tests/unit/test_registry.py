@@ -48,7 +48,7 @@ def halved_softmax(x, dim=-1):
 @pytest.fixture
 def halved(monkeypatch):
     """``halved`` registered, one entry, for this test only."""
-    spec = NormalizerSpec("halved", Halved, function=halved_softmax, huggingface=())
+    spec = NormalizerSpec("halved", Halved, function=halved_softmax, transformers=True)
     monkeypatch.setitem(SPECS, spec.name, spec)
     return spec
 
@@ -110,7 +110,7 @@ def test_every_entry_names_real_options_and_functions():
     for spec in SPECS.values():
         assert set(spec.options) <= known, spec.name
         assert spec.function is None or spec.function.attr in functional.__all__, spec.name
-        assert set(spec.huggingface or ()) <= {"k", "alpha", "n_iter", "impl"}, spec.name
+        assert set(spec.keywords) <= {"k", "alpha", "n_iter", "impl"}, spec.name
 
 
 def table_column(doc: str, heading: str):
