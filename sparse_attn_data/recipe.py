@@ -18,13 +18,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from sparse_attn_plugin.command_line import CommandParser, show_progress
 from sparse_attn_plugin.errors import SparseAttnError
-from sparse_attn_plugin.evaluation.aligner import (
-    SINK,
+from sparse_attn_plugin.evaluation.aligner import SINK, train_aligner
+from sparse_attn_plugin.evaluation.fertilities import (
     aligner_fertilities,
     fertility_text,
     guided_fertilities,
     guided_text,
-    train_aligner,
 )
 from sparse_attn_plugin.files import (
     atomic_outputs,

@@ -10,13 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from sparse_attn_plugin.evaluation.aligner import (
-    Aligner,
+from sparse_attn_plugin.evaluation.aligner import Aligner, train_aligner
+from sparse_attn_plugin.evaluation.fertilities import (
     aligner_fertilities,
     fertility_text,
     guided_fertilities,
     guided_text,
-    train_aligner,
 )
 from sparse_attn_plugin.files import write_text_atomic
 

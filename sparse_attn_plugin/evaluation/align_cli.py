@@ -24,15 +24,12 @@ from .aligner import (
     SYMMETRIZATIONS,
     Aligner,
     AlignerError,
-    aligner_fertilities,
     check_model_destination,
-    fertility_text,
     format_pharaoh,
-    guided_fertilities,
-    guided_text,
     train_aligner,
 )
 from .drop import DROP_SYMMETRIZATION
+from .fertilities import aligner_fertilities, fertility_text, guided_fertilities, guided_text
 
 PROG = "sparse-attn-align"
 

@@ -59,7 +59,7 @@ def _thot():
     return alignment
 
 
-def _tokens(tokens: Tokens) -> List[str]:
+def tokens_of(tokens: Tokens) -> List[str]:
     return tokens.split() if isinstance(tokens, str) else list(tokens)
 
 
@@ -121,8 +121,8 @@ class Aligner:
         if len(sources) != len(targets):
             raise ValueError(f"align_batch needs as many targets as sources: {len(sources)} "
                              f"sources, {len(targets)} targets")
-        srcs = [_tokens(s) for s in sources]
-        tgts = [_tokens(t) for t in targets]
+        srcs = [tokens_of(s) for s in sources]
+        tgts = [tokens_of(t) for t in targets]
         if check_vocabulary:
             self.check_vocabulary(srcs, tgts)
         result: List[Set[Link]] = [set() for _ in srcs]
@@ -162,7 +162,7 @@ class Aligner:
         for sentences, vocab in ((sources, src_vocab), (targets, tgt_vocab)):
             total = unseen = 0
             for sentence in sentences:
-                words = _tokens(sentence)
+                words = tokens_of(sentence)
                 total += len(words)
                 unseen += sum(1 for w in words if w not in vocab)
             rates.append(unseen / total if total else 0.0)
@@ -287,7 +287,7 @@ def train_aligner(src_lines: Sequence[Tokens], tgt_lines: Sequence[Tokens],
 
         rows = tqdm(rows, total=len(src_lines), desc="reading pairs", unit="pair")
     for src, tgt in rows:
-        src, tgt = _tokens(src), _tokens(tgt)
+        src, tgt = tokens_of(src), tokens_of(tgt)
         if not src or not tgt:
             skipped += 1
             continue
@@ -364,44 +364,3 @@ def aer(predicted_links: Sequence[Iterable[Link]], gold_links: Sequence[Iterable
         both += len(predicted & gold)
         sizes += len(predicted) + len(gold)
     return 1.0 - 2.0 * both / sizes if sizes else 0.0
-
-
-def token_fertilities(links: Iterable[Link], src_len: int, slack: int = 0) -> List[int]:
-    """Per source position, the number of target positions linked to it, plus ``slack``."""
-    counts = [slack] * src_len
-    for i, _ in set(links):
-        if 0 <= i < src_len:
-            counts[i] += 1
-    return counts
-
-
-def aligner_fertilities(aligner: Aligner, sources: Sequence[Tokens], targets: Sequence[Tokens],
-                        symmetrize: str = FERTILITY_SYMMETRIZATION) -> List[List[int]]:
-    """Per sentence, per source token, the target tokens ``aligner`` links to it; target
-    tokens a sink model gives to its sink count for no source token."""
-    links = aligner.align_batch(sources, targets, symmetrize)
-    return [token_fertilities(lk, len(_tokens(src))) for lk, src in zip(links, sources)]
-
-
-def fertility_text(fertilities: Sequence[Sequence[int]], slack: int = 0) -> str:
-    """The ``.fert`` file ``--task sparse_translation`` reads: a line of counts (plus
-    ``slack``) per sentence."""
-    return "".join(" ".join(str(f + slack) for f in ferts) + "\n" for ferts in fertilities)
-
-
-def guided_text(table: Dict[str, int]) -> str:
-    """The GUIDED table file ``--fertility-table`` reads: ``word<TAB>fertility`` lines."""
-    return "".join(f"{word}\t{fert}\n" for word, fert in sorted(table.items()))
-
-
-def guided_fertilities(sources: Sequence[Tokens],
-                       fertilities: Sequence[Sequence[int]]) -> Dict[str, int]:
-    """Malaviya et al.'s GUIDED table: per source word type the largest fertility seen,
-    at least 1 (the sink is left out)."""
-    table: Dict[str, int] = {}
-    for src, ferts in zip(sources, fertilities):
-        for word, fert in zip(_tokens(src), ferts):
-            if word != SINK:
-                table[word] = max(table.get(word, 1), int(fert))
-    return table
-

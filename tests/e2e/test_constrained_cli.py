@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from sparse_attn_plugin.evaluation.aligner import (
+from sparse_attn_plugin.evaluation.fertilities import (
     aligner_fertilities,
     guided_fertilities,
     guided_text,

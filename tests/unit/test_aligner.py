@@ -14,14 +14,16 @@ from sparse_attn_plugin.evaluation.aligner import (
     Aligner,
     AlignerError,
     aer,
+    format_pharaoh,
+    parse_pharaoh,
+    train_aligner,
+)
+from sparse_attn_plugin.evaluation.fertilities import (
     aligner_fertilities,
     fertility_text,
-    format_pharaoh,
     guided_fertilities,
     guided_text,
-    parse_pharaoh,
     token_fertilities,
-    train_aligner,
 )
 
 TRAIN, TEST = 2000, 300
