@@ -46,23 +46,7 @@ from . import pipeline
 from .checkpoint_averaging import AveragingError, average_last
 from .pipeline import device_flags
 from .reproduction.batch import BatchError, keep_batch, where
-from .reproduction.config import (
-    Config,
-    ConfigError,
-    averaging,
-    averaging_problem,
-    corpus_data,
-    drop_settings,
-    load_config,
-    only_tables,
-    override_flags,
-    post_process_of,
-    resolve_tables,
-    slug,
-    training_budget,
-    training_length,
-    with_flags,
-)
+from .reproduction.config import Config, ConfigError, load_config
 from .reproduction.fertility_data import (
     Aligners,
     Corpus,
@@ -74,6 +58,20 @@ from .reproduction.fertility_data import (
     target_tokens,
 )
 from .reproduction.paired import pair_with_first_rows
+from .reproduction.plan import (
+    averaging,
+    averaging_problem,
+    corpus_data,
+    drop_settings,
+    only_tables,
+    override_flags,
+    post_process_of,
+    resolve_tables,
+    slug,
+    training_budget,
+    training_length,
+    with_flags,
+)
 from .reproduction.report import render, render_tables
 from .reproduction.selection import best, choose_window
 

@@ -28,16 +28,8 @@ from sparse_attn_plugin.files import markdown_table, write_text_atomic
 from .comparison.published import published_rows
 from .comparison.report import score_cell, score_columns, stopped_cell
 from .provenance import gpu_of, provenance_header
-from .reproduction.config import (
-    SCORES,
-    Config,
-    ConfigError,
-    drop_settings,
-    load_config,
-    metrics_of,
-    resolve_tables,
-    training_budget,
-)
+from .reproduction.config import SCORES, Config, ConfigError, load_config, metrics_of
+from .reproduction.plan import drop_settings, resolve_tables, training_budget
 from .reproduction.report import row_comparisons, row_label
 
 _HEADER_LINE = re.compile(r"^- (command|commit|machine|date): (.*)$")

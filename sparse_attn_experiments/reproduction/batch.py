@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple
 
 from sparse_attn_plugin.errors import SparseAttnError
 
-from .config import flag_value
+from .plan import flag_value
 
 
 class BatchError(SparseAttnError, ValueError):

@@ -19,7 +19,7 @@ from sparse_attn_plugin.evaluation.fertilities import (
 )
 from sparse_attn_plugin.files import write_text_atomic
 
-from .config import slug
+from .plan import slug
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ def pair_with_first_rows(tables: List[Tuple[dict, List[dict]]], decoded: Dict[st
                          outputs: Dict[str, object],
                          bleu_options: Callable[[Optional[str]], dict]) -> None:
     """Add :data:`KEY` to the ``decoded`` record of every row of ``tables`` (as
-    :func:`.config.resolve_tables` gives them) but the first that can be paired with its
+    :func:`.plan.resolve_tables` gives them) but the first that can be paired with its
     table's first row; ``outputs`` holds each decoding's generate output (``hypotheses``,
     ``references``; none for a training that failed) by key, ``bleu_options(corpus)``
     the corpus's BLEU settings."""

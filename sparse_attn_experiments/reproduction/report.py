@@ -11,19 +11,9 @@ from sparse_attn_plugin.evaluation.significance import RESAMPLES
 from sparse_attn_plugin.files import markdown_table
 
 from ..provenance import provenance_header
-from .config import (
-    PAPER_KEY,
-    SCORES,
-    Config,
-    Table,
-    averaging,
-    drop_settings,
-    metrics_of,
-    post_process_of,
-    resolve_tables,
-    slug,
-)
+from .config import PAPER_KEY, SCORES, Config, Table, metrics_of
 from .paired import pairable, paired_cell
+from .plan import averaging, drop_settings, post_process_of, resolve_tables, slug
 
 
 def _cell(value, fmt="{:.2f}"):

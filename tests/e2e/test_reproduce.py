@@ -18,7 +18,8 @@ from sparse_attn_data.synthetic import binarize, build_lexicon, write_corpus
 from sparse_attn_experiments import pipeline, reproduce
 from sparse_attn_experiments.reproduction import batch, fertility_data
 from sparse_attn_experiments.reproduction import config as reproduction_config
-from sparse_attn_experiments.reproduction.config import flag_value
+from sparse_attn_experiments.reproduction import plan as reproduction_plan
+from sparse_attn_experiments.reproduction.plan import flag_value
 from sparse_attn_plugin.evaluation import Meteor
 from sparse_attn_plugin.evaluation.aligner import Aligner
 from sparse_attn_plugin.tasks.sparse_translation import read_fertilities
@@ -40,7 +41,7 @@ def test_hard_attention_smoke_runs_every_table_row(tmp_path, monkeypatch):
     record = json.loads((out / "smoke.json").read_text())
     config = reproduction_config.load_config(CONFIG)
     rows = [row for table in config.tables for row in table.rows]
-    assert set(record["decoded"]) == {reproduction_config.decoding_key(row) for row in rows}
+    assert set(record["decoded"]) == {reproduction_plan.decoding_key(row) for row in rows}
     assert len(record["decoded"]) == 6  # 4 trained models + 2 decode-time switches
     for decoded in record["decoded"].values():
         assert decoded["sentences"] == 30 and decoded["sentences_per_second"] > 0
@@ -79,7 +80,7 @@ def test_hard_attention_config_follows_xu_et_al_section_4_1():
     assert flag_value(flags, "--attention-dropout") == "0.1"
     assert flag_value(flags, "--save-interval-updates") == "1500"
     assert flag_value(flags, "--keep-interval-updates") == "5" and config.average_last == 5
-    assert reproduction_config.averaging_problem(config, False) is None
+    assert reproduction_plan.averaging_problem(config, False) is None
     command = shlex.split(config.prepare)
     assert command[:3] == ["python", "-m", "sparse_attn_data.wmt14_en_de"]
     prepare = recipe.build_parser(wmt14_en_de.RECIPE).parse_args(command[3:])
@@ -142,8 +143,8 @@ def edited(tmp_path, edit, source=MALAVIYA):
 
 def test_constrained_config_plans_every_model_and_fertility_source():
     config = reproduction_config.load_config(MALAVIYA)
-    smoke = [row for _, rows in reproduction_config.resolve_tables(config, True) for row in rows]
-    full = [row for _, rows in reproduction_config.resolve_tables(config, False) for row in rows]
+    smoke = [row for _, rows in reproduction_plan.resolve_tables(config, True) for row in rows]
+    full = [row for _, rows in reproduction_plan.resolve_tables(config, False) for row in rows]
     # 10 models; in the smoke run the GUIDED and PREDICTED csparsemax models train
     # twice, on the gold fertilities and on the aligner's
     assert len({row["train"] for row in smoke}) == 13 and len({r["key"] for r in smoke}) == 15
@@ -168,7 +169,7 @@ def test_constrained_config_trains_the_lstm_as_the_authors_did():
     (``-normalization sents``), and the CovVector rows score the authors' form
     ``(W s + v beta_j)^T h_j``: read from the flags as fairseq-train reads them."""
     config = reproduction_config.load_config(MALAVIYA)
-    rows = [row for _, rows in reproduction_config.resolve_tables(config, False) for row in rows]
+    rows = [row for _, rows in reproduction_plan.resolve_tables(config, False) for row in rows]
     covvector = 0
     for row in rows:
         flags = [*config.run_settings(False, row["corpus"]).train_flags,
@@ -183,13 +184,13 @@ def test_constrained_config_trains_the_lstm_as_the_authors_did():
 
 
 def test_fertility_flags_and_post_processing_are_read_like_fairseq():
-    reads = reproduction_config.reads_fertility_data
+    reads = reproduction_plan.reads_fertility_data
     assert reads(["--fertility", "predicted"]) and reads(["--fertility=predicted"])
     assert reads(["--fertility", "guided", "--fertility-table", "{guided_table}"])
     assert not reads(["--fertility", "guided", "--fertility-table", "/some/table.tsv"])
     assert not reads(["--fertility", "predicted", "--fertility", "constant"])  # last one counts
     assert not reads(["--attn-fn", "softmax"])
-    post = reproduction_config.post_process_of
+    post = reproduction_plan.post_process_of
     assert post(["--remove-bpe", "--beam", "5"]) == "subword_nmt" == post(["--remove-bpe"])
     assert post(["--remove-bpe", "sentencepiece"]) == "sentencepiece"
     assert post(["--post-process=none"]) is None and post(["--beam", "5"]) is None
@@ -262,7 +263,7 @@ def test_constrained_smoke_wires_fertility_sources_generation_flags_and_metrics(
         assert_decodings_score_their_outputs(
             record["decoded"], outputs, bleu=config.smoke.bleu, meteor=meteor,
             aligner=Aligner.load(path),
-            symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
+            symmetrizations=reproduction_plan.drop_settings(config, True)["symmetrize"])
     assert all(d["rep"] > 0 and d["drop"] > 0 for d in record["decoded"].values())
 
     report = (out / "smoke.md").read_text()
@@ -317,7 +318,7 @@ def test_constrained_smoke_runs_every_table_row(tmp_path, monkeypatch):
         assert_decodings_score_their_outputs(
             record["decoded"], read_outputs((tmp_path / "work").glob("generate-*.log")),
             bleu=config.smoke.bleu, meteor=meteor, aligner=Aligner.load(path),
-            symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
+            symmetrizations=reproduction_plan.drop_settings(config, True)["symmetrize"])
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -508,11 +509,11 @@ def test_kernel_config_trains_vaswanis_model_for_the_direct_sum_rows():
     value PE adds them at every site; no other row is a direct sum."""
     config = reproduction_config.load_config(TSAI)
     plan = {}
-    for table, rows in reproduction_config.resolve_tables(config, False):
+    for table, rows in reproduction_plan.resolve_tables(config, False):
         for row in rows:
             flags = [*config.train_flags, *config.models[row["model"]]]
             plan[table.title.split(":")[0], row["row"]] = (
-                reproduction_config.flag_value(flags, "--pe-integration", "direct_sum"),
+                reproduction_plan.flag_value(flags, "--pe-integration", "direct_sum"),
                 "--no-value-pe" in flags)
     direct = {mode: [key for key, (pe, _) in plan.items() if pe == mode]
               for mode in ("direct_sum_input", "direct_sum")}
@@ -561,7 +562,7 @@ def test_the_time_estimate_of_trainings_that_end_by_epochs_counts_their_tokens(s
     assert "under a minute" in reproduce.time_estimate(config, runs, datas, False, 20, 1.0, 10.0)
     # the plan says so before training
     monkeypatch.setattr(batch, "visible_gpus", lambda: 0)  # what a CPU-only machine says
-    rows = [row for _, table in reproduction_config.resolve_tables(config, False) for row in table]
+    rows = [row for _, table in reproduction_plan.resolve_tables(config, False) for row in table]
     plan = reproduce.plan(config, rows, dict.fromkeys([None, "ja-en", "ro-en"], synthetic_bin),
                           False, None)
     assert plan[0] == "plan: 22 trainings on the CPU (no GPU visible), then 28 decodings"
@@ -578,7 +579,7 @@ def test_the_plan_says_what_it_trains_on_and_gpu_flags_are_refused_on_a_cpu(
     import torch
 
     config = reproduction_config.load_config(CONFIG)
-    rows = [row for _, table in reproduction_config.resolve_tables(config, True) for row in table]
+    rows = [row for _, table in reproduction_plan.resolve_tables(config, True) for row in table]
     datas = {None: synthetic_bin}
     monkeypatch.setattr(batch, "visible_gpus", lambda: 0)
     cpu = reproduce.plan(config, rows, datas, True, None)

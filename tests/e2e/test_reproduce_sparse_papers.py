@@ -14,7 +14,8 @@ from sparse_attn_data.synthetic import binarize, write_corpus
 from sparse_attn_experiments import pipeline, reproduce
 from sparse_attn_experiments.reproduction import batch, selection
 from sparse_attn_experiments.reproduction import config as reproduction_config
-from sparse_attn_experiments.reproduction.config import flag_value
+from sparse_attn_experiments.reproduction import plan as reproduction_plan
+from sparse_attn_experiments.reproduction.plan import flag_value
 from sparse_attn_plugin.evaluation import Meteor
 from sparse_attn_plugin.evaluation.aligner import Aligner
 
@@ -46,14 +47,14 @@ def average_every_two(config):
 
 def planned(path, smoke):
     config = reproduction_config.load_config(path)
-    rows = [row for _, rows in reproduction_config.resolve_tables(config, smoke) for row in rows]
+    rows = [row for _, rows in reproduction_plan.resolve_tables(config, smoke) for row in rows]
     return config, rows
 
 
 def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
     config, smoke = planned(ZHAO, True)
     _, full = planned(ZHAO, False)
-    titles = [t.title for t, _ in reproduction_config.resolve_tables(config, True)]
+    titles = [t.title for t, _ in reproduction_plan.resolve_tables(config, True)]
     # Table 1's En-Vi and En-De parts repeat its De-En part on the synthetic corpus;
     # Table 5 (an En-Vi table) does not: it decodes a switch on the validation split
     assert [t.split(":")[0] for t in titles] == ["Table 1", "Figure 3", "Table 4", "Table 5"]
@@ -70,15 +71,15 @@ def test_explicit_sparse_plans_seeds_splits_and_the_corpora_of_each_table():
     assert "--lenpen" in config.run_settings(False, "en-vi").generate_flags
     assert config.run_setting(False, "average_last", corpus="en-vi") == 10
     assert config.run_setting(True, "average_last", corpus="en-vi") == 4
-    assert reproduction_config.averaging_problem(config, True) is None
-    assert reproduction_config.averaging_problem(config, False) is None
+    assert reproduction_plan.averaging_problem(config, True) is None
+    assert reproduction_plan.averaging_problem(config, False) is None
 
 
 def test_explicit_sparse_scores_en_vi_case_insensitively():
     """Zhao et al., appendix A.2: IWSLT15 En-Vi BLEU is uncased (Table 1 and Table 5)."""
     config = reproduction_config.load_config(ZHAO)
     en_vi = [table.title.split(":")[0] for table, _ in
-             reproduction_config.resolve_tables(config, False) if table.corpus == "en-vi"]
+             reproduction_plan.resolve_tables(config, False) if table.corpus == "en-vi"]
     assert en_vi == ["Table 1", "Table 5"]
     assert config.run_settings(False, "en-vi").bleu["lowercase"] is True
 
@@ -131,8 +132,8 @@ def test_explicit_sparse_smoke_wires_seeds_splits_averages_and_speeds(
         assert_decodings_score_their_outputs(
             record["decoded"], outputs, bleu=config.smoke.bleu, meteor=meteor,
             aligner=Aligner.load(path),
-            symmetrizations=reproduction_config.drop_settings(config, True)["symmetrize"])
-    sweep_table = next(rows for table, rows in reproduction_config.resolve_tables(config, True)
+            symmetrizations=reproduction_plan.drop_settings(config, True)["symmetrize"])
+    sweep_table = next(rows for table, rows in reproduction_plan.resolve_tables(config, True)
                        if table.title.startswith("Figure 3"))
     k4 = [record["decoded"][r["key"]]["bleu"] for r in sweep_table if r["model"] == "top-k, k = 4"]
     speed = {name: t["words_per_second"] for name, t in record["trained"].items()}
@@ -263,7 +264,7 @@ def test_explicit_sparse_de_en_follows_the_released_script():
     windows = selection.windows_of(epochs, **config.select["average_windows"])
     assert [selection.label(w) for w in windows] == [
         f"checkpoint{end - 9}..checkpoint{end}" for end in range(50, 91, 5)]
-    _, rows = reproduction_config.resolve_tables(config, False)[0]
+    _, rows = reproduction_plan.resolve_tables(config, False)[0]
     assert rows[0]["train"] == "softmax [best of seeds 1, 2, 3]"
     assert list(rows[0]["candidates"]) == [1, 2, 3]
     # En-Vi: best of three seeds; WMT14 En-De (not a small dataset): windows only

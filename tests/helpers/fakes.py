@@ -7,7 +7,7 @@ import torch
 
 from sparse_attn_experiments import pipeline
 from sparse_attn_experiments.reproduction import fertility_data
-from sparse_attn_experiments.reproduction.config import flag_value
+from sparse_attn_experiments.reproduction.plan import flag_value
 from sparse_attn_plugin.evaluation import GenerateOutput
 
 
