@@ -26,9 +26,10 @@ def typed(*argv, cwd):
                           cwd=cwd, env=fairseq_env())
 
 
-def test_the_help_and_readme_state_every_limit_of_a_smoke_run(tmp_path):
+def test_the_help_and_the_docs_state_every_limit_of_a_smoke_run(tmp_path):
     """``--smoke`` stops a row at the update cap or the time budget, whichever comes first:
-    both are in --help and README, as are the folders --out and --work-dir create."""
+    both are in --help and in the flags' table (docs/comparing.md), as are the folders
+    --out and --work-dir create."""
     smoke = compare.SCHEDULES["smoke"]
     shown = typed("--help", cwd=tmp_path)
     assert shown.returncode == 0
@@ -37,9 +38,9 @@ def test_the_help_and_readme_state_every_limit_of_a_smoke_run(tmp_path):
             "training, whichever comes first") in help_text
     assert "rows may stop at different points" in help_text
     assert "the folder the report goes to, created with its parents where missing" in help_text
-    readme = " ".join((REPO / "README.md").read_text().split())
+    table = " ".join((REPO / "docs" / "comparing.md").read_text().split())
     assert (f"| `--smoke` | each row stops after {smoke.max_update} updates or "
-            f"{smoke.minutes:g} minutes of training, whichever comes first") in readme
+            f"{smoke.minutes:g} minutes of training, whichever comes first") in table
 
 
 @pytest.mark.skipif("__import__('torch').cuda.is_available()",
