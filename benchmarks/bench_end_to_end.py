@@ -67,7 +67,7 @@ from sparse_attn_experiments.timing import (
 )
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
-from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES, NormalizerOptions
+from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, IMPLS, NAMES
 from sparse_attn_plugin.normalizers.fused_triton import have_triton
 
 # bench_training (a script beside this one) also when this file is imported by its path
@@ -515,8 +515,7 @@ def parse_args(argv):
     args.impls = args.attn_impls.split(",") if args.attn_impls else []
     bad = [m for m in args.model_list if m not in MODELS]
     bad += [n for n in args.names if n not in NAMES or n in (SOFTMAX, *CONSTRAINED)]
-    bad += [i for i in args.impls if i not in NormalizerOptions.__dataclass_fields__[
-        "attn_impl"].metadata["choices"] or i == "auto"]
+    bad += [i for i in args.impls if i not in IMPLS or i == "auto"]
     if bad:
         parser.error(f"unknown or unusable model, normaliser or implementation: {', '.join(bad)}")
     if args.device == "cuda" and not torch.cuda.is_available():
