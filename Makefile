@@ -2,7 +2,7 @@
 #
 #   make install   create .venv/ and install torch, fairseq-fixed and the plugin (idempotent)
 #   make test      run the unit and e2e tiers, tests/unit and tests/e2e (installs first; what CI runs)
-#   make test-unit the unit tier only: pure functions and in-process models, about 1.5 min
+#   make test-unit the unit tier only: pure functions and in-process models, about 2 min
 #   make test-gpu  tests/gpu: kernels and fairseq on a CUDA device (skipped, one line, without one)
 #   make demo      train every kind of attention on the synthetic corpus and compare them
 #   make bench     speed ratios against softmax

@@ -260,14 +260,16 @@ def test_bad_flags_give_one_clear_line(synthetic_bin, tmp_path, monkeypatch, fla
 
 @pytest.mark.requires("triton")
 def test_triton_kernels_train_and_decode_like_the_eager_ones(synthetic_bin, tmp_path):
-    """--attn-impl triton through fairseq-train and fairseq-generate (the kernels under
-    Triton's interpreter: tests/conftest.py sets TRITON_INTERPRET=1): the same hypotheses
-    as the eager normalisers from the same checkpoint, their scores equal to rounding."""
+    """--attn-impl triton through fairseq-train and fairseq-generate (the fused attention
+    and row kernels under Triton's interpreter: tests/conftest.py sets TRITON_INTERPRET=1;
+    short hypotheses, as the interpreter runs every attention call): the same hypotheses as
+    the eager normalisers from the same checkpoint, their scores equal to rounding."""
     ckpt = train(synthetic_bin, tmp_path, "--attn-fn", "entmax_alpha",
                  "--decoder-cross-attn-fn", "topk", "--topk", "3", "--attn-impl", "triton",
-                 updates=2)
-    fused = generate(synthetic_bin, ckpt)
-    eager = generate(synthetic_bin, ckpt, "--model-overrides", "{'attn_impl': 'torch'}")
+                 "--max-tokens", "300", updates=1)
+    short = ["--beam", "2", "--max-len-a", "0", "--max-len-b", "4"]  # the interpreter is slow
+    fused = generate(synthetic_bin, ckpt, *short)
+    eager = generate(synthetic_bin, ckpt, *short, "--model-overrides", "{'attn_impl': 'torch'}")
     assert len(fused) == 40
     fused, eager = ([line.split("\t") for line in lines] for lines in (fused, eager))
     assert [(i, text) for i, _, text in fused] == [(i, text) for i, _, text in eager]
