@@ -63,7 +63,7 @@ class SparseMultiheadAttention(MultiheadAttention):
         before_softmax: bool = False,
         need_head_weights: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
-        fused = self.fused_kind(query, key, incremental_state, static_kv, attn_mask,
+        fused = self.fused_call(query, key, incremental_state, static_kv, attn_mask,
                                 before_softmax or need_weights or need_head_weights)
         if fused is not None:
             return self.fused_forward(query, key, value, key_padding_mask, incremental_state,
@@ -111,7 +111,7 @@ class SparseMultiheadAttention(MultiheadAttention):
         return self.normalizer.attend(scores, values, self.dropout_module, need_weights,
                                       rows_nonempty)
 
-    def fused_kind(self, query: Tensor, key: Optional[Tensor],
+    def fused_call(self, query: Tensor, key: Optional[Tensor],
                    incremental_state: Optional[IncrementalState], static_kv: bool,
                    attn_mask: Optional[Tensor], wants_scores: bool
                    ) -> Optional[Tuple[str, dict]]:
