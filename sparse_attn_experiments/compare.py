@@ -43,7 +43,7 @@ from .comparison.paired import UNTESTED, pair_with_softmax
 from .comparison.passed_flags import FlagError, check_rows, split
 from .comparison.report import figures, record_figures, render
 from .comparison.run import Schedule, run_row
-from .comparison.scorers import Scorers
+from .comparison.scorers import comparison_scorer
 from .comparison.switch import choices, switch_rows
 from .comparison.translations import keep
 from .pipeline import STOPPED, FairseqFailed
@@ -344,17 +344,14 @@ class Compared:
 def trained_rows(request: Request, corpus: Corpus) -> List[dict]:
     """Train, translate and score every row of ``request`` on ``corpus`` in turn,
     saying each one's outcome."""
-    scorers = Scorers(corpus)
     rows = []
-    try:
+    with comparison_scorer(corpus) as scorer:
         for i, name in enumerate(request.names, 1):
             logger.info(f"{i}/{len(request.names)} {name}: train, translate, score")
             rows.append(run_row(name, request.architecture, corpus, request.schedule,
-                                request.work / request.model, request.args.seed, scorers,
+                                request.work / request.model, request.args.seed, scorer,
                                 request.recorded.get(name), request.passed))
             logger.info(f"    {trained(rows[-1], request.schedule)}")
-    finally:
-        scorers.close()
     return rows
 
 

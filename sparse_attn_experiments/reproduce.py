@@ -26,7 +26,6 @@ import argparse
 import importlib.util
 import logging
 import shlex
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -37,9 +36,9 @@ from typing import Dict, List, Optional
 from sparse_attn_data.synthetic import binarize, write_corpus
 from sparse_attn_plugin.command_line import CommandParser, show_progress
 from sparse_attn_plugin.errors import SparseAttnError
-from sparse_attn_plugin.evaluation import Meteor, corpus_bleu, scoring
-from sparse_attn_plugin.evaluation.aligner import Aligner
-from sparse_attn_plugin.evaluation.meteor import JAVA_MISSING, find_meteor_jar
+from sparse_attn_plugin.evaluation import corpus_bleu
+from sparse_attn_plugin.evaluation.metric import Setting
+from sparse_attn_plugin.evaluation.scoring import METRICS, Scorer, with_bleu
 from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
 
 from . import pipeline
@@ -64,6 +63,7 @@ from .reproduction.plan import (
     corpus_data,
     drop_settings,
     only_tables,
+    options_of,
     override_flags,
     post_process_of,
     resolve_tables,
@@ -81,32 +81,39 @@ logger = logging.getLogger(__spec__.name)
 SMOKE_CORPUS = {"train": 20000, "valid": 500, "test": 1000}
 
 
+def run_scorer(config: Config, smoke: bool, corpus: Optional[str],
+               aligners: Optional[Aligners]) -> Scorer:
+    """The scorer of the run's metrics on ``corpus``: each metric's options from the
+    config, BLEU's from its ``bleu``, and the word aligner of ``aligners`` on the text as
+    fairseq-generate post-processes it (trained when a metric first needs it)."""
+    settings = config.run_settings(smoke, corpus)
+    post_process = post_process_of(settings.generate_flags)
+    setting = Setting(aligner=lambda: aligners.load(post_process),
+                      options={metric.key: options_of(config, smoke, metric, corpus)
+                               for metric in METRICS.values()})
+    return Scorer([name for name in with_bleu(config.metrics) if name in METRICS], setting,
+                  settings.bleu)
+
+
 def check_data(config: Config, datas: Dict[Optional[str], Path], smoke: bool) -> Optional[str]:
-    """One line saying why this run's fertility sources and metrics cannot be had
-    (from its corpora ``datas``, or for want of Java, Meteor or sil-thot), or None:
-    checked before anything is trained, not after."""
+    """One line saying why this run's metrics or fertility sources cannot be had (what
+    a metric needs, as it checks it; sil-thot; its corpora ``datas``), or None: checked
+    before anything is trained, not after."""
     rows = [row for _, rows in resolve_tables(config, smoke) for row in rows]
-    metrics = config.metrics
-    if "METEOR" in metrics:
-        if shutil.which("java") is None:
-            return JAVA_MISSING
-        try:
-            find_meteor_jar()
-        except FileNotFoundError as err:
-            return str(err)
-    if "DROP" in metrics or any(r["source"] == "aligner" for r in rows):
-        if importlib.util.find_spec("thot") is None:
-            return "DROP and the aligner's fertilities need sil-thot: pip install sil-thot"
+    for corpus in datas:
+        problem = run_scorer(config, smoke, corpus, None).check()
+        if problem:
+            return problem
+    if any(r["source"] == "aligner" for r in rows) and importlib.util.find_spec("thot") is None:
+        return "the aligner's fertilities need sil-thot: pip install sil-thot"
     for corpus, data in datas.items():
-        corpus_rows = [r for r in rows if r["corpus"] == corpus]
-        if "DROP" not in metrics and not any(r["source"] for r in corpus_rows):
-            continue
         try:
             src, tgt = language_pair(data)
         except RuntimeError as err:
             return str(err)
         gold = Path(data) / f"train.{src}-{tgt}.fert"
-        if any(r["source"] == "gold" for r in corpus_rows) and not gold.is_file():
+        if any(r["source"] == "gold" and r["corpus"] == corpus for r in rows) \
+                and not gold.is_file():
             return (f"{gold} does not exist: gold fertilities come with the synthetic "
                     'corpus only; use "fertility_source": "aligner"')
     return None
@@ -125,28 +132,29 @@ def attention_parameters(checkpoint: Path) -> int:
 @dataclass
 class CorpusData:
     """What a run prepares on one corpus before training: its fertility data by source,
-    and DROP's aligner."""
+    its word aligners and the scorer of its metrics."""
 
     data: Path
     fertility: Dict[str, FertilityData]
-    drop_aligner: Optional[Aligner]
-    aligners: Optional[Aligners]
+    aligners: Aligners
+    scorer: Scorer
 
 
-def prepare_corpus(data: Path, work: Path, sources: List[str], metrics: List[str],
-                   drop: dict, generate_flags: List[str]) -> CorpusData:
-    """Fertility data for ``sources`` and, for DROP, the aligner, on the corpus ``data``
-    (before training, so that a problem shows in minutes, not after days)."""
-    corpus = Corpus(data, work) if sources or "DROP" in metrics else None
-    aligners = Aligners(corpus, work, drop["iterations"]) if corpus else None
+def prepare_corpus(config: Config, smoke: bool, corpus_name: Optional[str], data: Path,
+                   work: Path, sources: List[str]) -> CorpusData:
+    """Fertility data for ``sources`` and what the metrics need (an aligner, a running
+    Meteor), on the corpus ``data``: before training, so that a problem shows in
+    minutes, not after days."""
+    corpus = Corpus(data, work)
+    aligners = Aligners(corpus, work, drop_settings(config, smoke)["iterations"])
     fertility = {}
     for source in sources:
         logger.info(f"fertility data: {source} ({data})")
         fertility[source] = (gold_fertility_data(corpus, work) if source == "gold"
                              else aligner_fertility_data(corpus, aligners, work))
-    drop_aligner = (aligners.load(post_process_of(generate_flags)) if "DROP" in metrics
-                    else None)
-    return CorpusData(Path(data), fertility, drop_aligner, aligners)
+    scorer = run_scorer(config, smoke, corpus_name, aligners)
+    scorer.prepare()
+    return CorpusData(Path(data), fertility, aligners, scorer)
 
 
 @dataclass
@@ -249,7 +257,6 @@ def train_models(config: Config, rows: List[dict], prepared: Dict[Optional[str],
     for i, (name, model, source, corpus, seed) in enumerate(runs, 1):
         settings = config.run_settings(smoke, corpus)
         max_update = updates or settings.max_update
-        average, windows = averaging(config, smoke, corpus)
         source_data = prepared[corpus].fertility.get(source)
         flags, batch = keep_batch(
             fill_placeholders([*settings.train_flags, *config.models[model],
@@ -271,18 +278,9 @@ def train_models(config: Config, rows: List[dict], prepared: Dict[Optional[str],
                                        "valid_loss": result.valid_loss,
                                        "words_per_second": result.words_per_second,
                                        "batch": batch}
-        if windows:
-            logger.info(f"{name!r}: choosing the best of {windows['count']} averaging "
-                        "windows by validation BLEU")
-            done.checkpoints[name], record["window"], record["valid_bleu_by_window"] = \
-                choose_window(result.checkpoint.parent, windows, partial(
-                    valid_bleu, config, smoke, corpus, done.data[name], work, name))
-            record["valid_bleu"] = record["valid_bleu_by_window"][record["window"]]
-        elif average:
-            done.checkpoints[name] = average_last(result.checkpoint.parent, average)
-            record["averaged"] = average
-        else:
-            done.checkpoints[name] = result.checkpoint
+        bleu_of = partial(valid_bleu, config, smoke, corpus, done.data[name], work, name)
+        done.checkpoints[name] = decoded_checkpoint(config, smoke, corpus, name,
+                                                    result.checkpoint, record, bleu_of)
         if source:
             record["fertilities"] = source
         if "params" in metrics:
@@ -291,6 +289,25 @@ def train_models(config: Config, rows: List[dict], prepared: Dict[Optional[str],
         if row["train"] not in done.records:
             pick_seed(config, smoke, row, done, work)
     return done
+
+
+def decoded_checkpoint(config: Config, smoke: bool, corpus: Optional[str], name: str,
+                       last: Path, record: dict, bleu_of) -> Path:
+    """What training ``name`` decodes: the best of its averaging windows by validation
+    BLEU (``bleu_of(checkpoint)``), the average of its last checkpoints, or ``last``, as
+    the run's settings ask; ``record`` gains what was chosen."""
+    average, windows = averaging(config, smoke, corpus)
+    if windows:
+        logger.info(f"{name!r}: choosing the best of {windows['count']} "
+                    "averaging windows by validation BLEU")
+        chosen, record["window"], record["valid_bleu_by_window"] = choose_window(
+            last.parent, windows, bleu_of)
+        record["valid_bleu"] = record["valid_bleu_by_window"][record["window"]]
+        return chosen
+    if average:
+        record["averaged"] = average
+        return average_last(last.parent, average)
+    return last
 
 
 def pick_seed(config: Config, smoke: bool, row: dict, done: Trained, work: Path) -> None:
@@ -319,53 +336,37 @@ def pick_seed(config: Config, smoke: bool, row: dict, done: Trained, work: Path)
 
 
 def decode_rows(config: Config, rows: List[dict], prepared: Dict[Optional[str], CorpusData],
-                trained: Trained, work: Path, smoke: bool, metrics: List[str]):
+                trained: Trained, work: Path, smoke: bool):
     """Decode and score every distinct decoding of the rows: ``({key: measurements},
     {key: generate output})``."""
-    drop = drop_settings(config, smoke)
-    meteors: Dict[str, Meteor] = {}
     decoded, outputs = {}, {}
-    try:
-        for row in rows:
-            if row["key"] in decoded:
-                continue
-            if "failed" in trained.records[row["train"]]:
-                decoded[row["key"]] = {"failed": trained.records[row["train"]]["failed"]}
-                continue
-            settings = config.run_settings(smoke, row["corpus"])
-            overrides, extra = row.get("overrides", {}), row.get("generate", [])
-            subset = ["--gen-subset", row["subset"]] if row["subset"] else []
-            logger.info(f"decode {row['train']!r}"
-                        + (f" with {overrides}" if overrides else "")
-                        + (f" {shlex.join(extra)}" if extra else "")
-                        + (f" on {row['subset']}" if subset else ""))
-            name = slug(row["train"] + "-" + "-".join(f"{k}-{v}" for k, v in overrides.items())
-                        + "-" + " ".join(extra + subset))
-            generated = pipeline.generate(
-                trained.data[row["train"]], trained.checkpoints[row["train"]],
-                [*settings.generate_flags, *extra, *subset, *device_flags(),
-                 *override_flags(overrides)],
-                work / f"generate-{name}.log")
-            meteor = None
-            if "METEOR" in metrics:
-                language = config.run_setting(smoke, "meteor", corpus=row["corpus"])["language"]
-                if language not in meteors:
-                    meteors[language] = Meteor(language)
-                meteor = meteors[language]
-            output = outputs[row["key"]] = generated.output
-            scores = scoring.score(
-                output.hypotheses, output.references, output.sources,
-                [name for name in scoring.with_bleu(metrics) if name in scoring.METRICS],
-                bleu_options=settings.bleu, meteor=meteor,
-                aligner=prepared[row["corpus"]].drop_aligner,
-                symmetrizations=drop["symmetrize"])
-            decoded[row["key"]] = {
-                **scores.record(),
-                "sentences_per_second": generated.sentences_per_second,
-                "sentences": len(output.ids)}
-    finally:
-        for meteor in meteors.values():
-            meteor.close()
+    for row in rows:
+        if row["key"] in decoded:
+            continue
+        if "failed" in trained.records[row["train"]]:
+            decoded[row["key"]] = {"failed": trained.records[row["train"]]["failed"]}
+            continue
+        settings = config.run_settings(smoke, row["corpus"])
+        overrides, extra = row.get("overrides", {}), row.get("generate", [])
+        subset = ["--gen-subset", row["subset"]] if row["subset"] else []
+        logger.info(f"decode {row['train']!r}"
+                    + (f" with {overrides}" if overrides else "")
+                    + (f" {shlex.join(extra)}" if extra else "")
+                    + (f" on {row['subset']}" if subset else ""))
+        name = slug(row["train"] + "-" + "-".join(f"{k}-{v}" for k, v in overrides.items())
+                    + "-" + " ".join(extra + subset))
+        generated = pipeline.generate(
+            trained.data[row["train"]], trained.checkpoints[row["train"]],
+            [*settings.generate_flags, *extra, *subset, *device_flags(),
+             *override_flags(overrides)],
+            work / f"generate-{name}.log")
+        output = outputs[row["key"]] = generated.output
+        scores = prepared[row["corpus"]].scorer.score(output.hypotheses, output.references,
+                                                      output.sources)
+        decoded[row["key"]] = {
+            **scores.record(),
+            "sentences_per_second": generated.sentences_per_second,
+            "sentences": len(output.ids)}
     return decoded, outputs
 
 
@@ -375,19 +376,21 @@ def measure(config: Config, datas: Dict[Optional[str], Path], work: Path, smoke:
     the models, decode and score the rows: ``{"trained": {run: ...}, "decoded":
     {decoding key: measurements}, ...}``."""
     metrics = config.metrics
-    drop = drop_settings(config, smoke)
     tables = resolve_tables(config, smoke)
     rows = [row for _, table_rows in tables for row in table_rows]
     prepared = {}
-    for corpus in dict.fromkeys(row["corpus"] for row in rows):
-        sources = list(dict.fromkeys(r["source"] for r in rows
-                                     if r["source"] and r["corpus"] == corpus))
-        folder = work if corpus is None else work / slug(corpus)
-        prepared[corpus] = prepare_corpus(
-            datas[corpus], folder, sources, metrics, drop,
-            config.run_settings(smoke, corpus).generate_flags)
-    trained = train_models(config, rows, prepared, work, smoke, updates, metrics)
-    decoded, outputs = decode_rows(config, rows, prepared, trained, work, smoke, metrics)
+    try:
+        for corpus in dict.fromkeys(row["corpus"] for row in rows):
+            sources = list(dict.fromkeys(r["source"] for r in rows
+                                         if r["source"] and r["corpus"] == corpus))
+            prepared[corpus] = prepare_corpus(
+                config, smoke, corpus, datas[corpus],
+                work if corpus is None else work / slug(corpus), sources)
+        trained = train_models(config, rows, prepared, work, smoke, updates, metrics)
+        decoded, outputs = decode_rows(config, rows, prepared, trained, work, smoke)
+    finally:
+        for corpus_data in prepared.values():
+            corpus_data.scorer.close()
     if "BLEU" in metrics:
         pair_with_first_rows(tables, decoded, outputs,
                              lambda corpus: config.run_settings(smoke, corpus).bleu)
@@ -395,7 +398,7 @@ def measure(config: Config, datas: Dict[Optional[str], Path], work: Path, smoke:
                "max_update": updates or config.run_settings(smoke).max_update,
                "metrics": metrics}
     aligners = {path: {**about, "corpus": corpus} for corpus, p in prepared.items()
-                if p.aligners for path, about in p.aligners.describe().items()}
+                for path, about in p.aligners.describe().items()}
     if aligners:
         results["aligners"] = aligners
     fertility = {source if corpus is None else f"{corpus}: {source}": {

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.evaluation.drop import PUBLISHED_SYMMETRIZATION
 from sparse_attn_plugin.evaluation.scoring import beside_bleu
 from sparse_attn_plugin.files import markdown_table, write_text_atomic
 
@@ -29,14 +28,14 @@ from .comparison.published import published_rows
 from .comparison.report import score_cell, score_columns, stopped_cell
 from .provenance import gpu_of, provenance_header
 from .reproduction.config import SCORES, Config, ConfigError, load_config, metrics_of
-from .reproduction.plan import drop_settings, resolve_tables, training_budget
+from .reproduction.plan import options_of, paper_options, resolve_tables, training_budget
 from .reproduction.report import row_comparisons, row_label
 
 _HEADER_LINE = re.compile(r"^- (command|commit|machine|date): (.*)$")
 #: How a cell names the speeds (a score: by its name).
 SPEEDS = {"speed": "decoding ×", "train_speed": "training ×"}
-#: The scores of a comparison the index shows: those that go with BLEU, REP and DROP.
-COMPARED = (*beside_bleu(), "REP", "DROP")
+#: The scores of a comparison the index shows (:attr:`Metric.indexed`).
+COMPARED = tuple(name for name, metric in SCORES.items() if metric.indexed)
 #: A table whose rows the run did not make: the config changed after the run.
 STALE = "not in this run: the config changed after it (run the script again)"
 
@@ -53,19 +52,23 @@ def provenance_of(report: Path) -> Dict[str, str]:
     return found
 
 
-def _label(metric: str, symmetrization: str) -> str:
-    """How a cell names ``metric``: DROP with its symmetrisation."""
-    return f"DROP ({symmetrization})" if metric == "DROP" else SPEEDS.get(metric, metric)
+def _label(metric: str, options) -> str:
+    """How a cell names ``metric``: a score by its column under its ``options(score)``
+    (DROP with its symmetrisation), a speed by :data:`SPEEDS`."""
+    return SCORES[metric].column(options(SCORES[metric])) if metric in SCORES else SPEEDS[metric]
 
 
 def _compare(config: Config, record: dict, smoke: bool) -> List[List[str]]:
     """``[table, row, ours, paper]`` for every row of every table the record holds; our
-    DROP named with the symmetrisation the run reports it with (the first of the config's
-    ``drop.symmetrize``, as its report says), the paper's with
-    :data:`PUBLISHED_SYMMETRIZATION`."""
+    scores named under the options the run measured them with (DROP: the first of the
+    config's ``drop.symmetrize``, as its report says), the paper's under the paper's
+    (:func:`paper_options`)."""
     lines = []
     metrics = [m for m in metrics_of(record) if m in SCORES or m in SPEEDS]
-    ours = drop_settings(config, smoke)["symmetrize"][0]
+
+    def ours(metric):
+        return options_of(config, smoke, metric)
+
     for table, rows in resolve_tables(config, smoke):
         if not all(row["key"] in record["decoded"] and row["train"] in record["trained"]
                    for row in rows):
@@ -78,7 +81,7 @@ def _compare(config: Config, record: dict, smoke: bool) -> List[List[str]]:
                      or (m in beside_bleu() and cells[m][0] != "-")]
             lines.append([table.title, row_label(config, group[0]),
                           "; ".join(f"{_label(m, ours)} {cells[m][0]}" for m in shown),
-                          "; ".join(f"{_label(m, PUBLISHED_SYMMETRIZATION)} {cells[m][1]}"
+                          "; ".join(f"{_label(m, paper_options)} {cells[m][1]}"
                                     for m in shown)])
     return lines
 

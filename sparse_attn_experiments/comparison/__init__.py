@@ -6,7 +6,8 @@
   compare;
 * :mod:`.run`: one row trained until it converges or its time budget ends, and scored;
   resumable;
-* :mod:`.scorers`: METEOR and the DROP aligner, made when a row is first scored;
+* :mod:`.scorers`: the scorer of every metric, making what a metric needs (Meteor, a word
+  aligner) when a row is first scored;
 * :mod:`.report`: the table, the JSON record and the figures;
 * :mod:`.published`: published figures on the corpora, shown beside ours.
 """

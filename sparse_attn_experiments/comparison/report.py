@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from sparse_attn_plugin.evaluation import brevity_penalty
-from sparse_attn_plugin.evaluation.drop import DROP_SYMMETRIZATION
 from sparse_attn_plugin.evaluation.scoring import METRICS, Metric, beside_bleu
 from sparse_attn_plugin.evaluation.significance import describe
 from sparse_attn_plugin.files import markdown_table
@@ -22,11 +21,6 @@ from .published import published_rows
 from .switch import KEY as SWITCHED
 from .translations import FOLDER
 
-#: Our DROP's column, with the symmetrisation it is measured with (published DROP columns
-#: name theirs: :data:`.published.PUBLISHED_DROP`).
-DROP_COLUMN = f"DROP ({DROP_SYMMETRIZATION})"
-#: The metrics whose column is not headed by their name alone.
-_HEADERS = {"DROP": DROP_COLUMN}
 SITE_LABELS = {"encoder_self": "enc-self", "decoder_self": "dec-self", "decoder_cross": "cross"}
 #: What the paired tables say where rows trained to different points (.paired.UNTESTED).
 APART_NOTE = ("A row that did not train to the same point as softmax (another number of "
@@ -109,13 +103,13 @@ def score_columns(rows: Sequence[dict], tests: Dict[str, str],
         if metric.with_bleu:
             columns += [(f"{name} {title}", metric, split) for split, title in tests.items()]
         else:
-            columns.append((_HEADERS.get(name, name), metric, None))
+            columns.append((metric.column(), metric, None))
     return columns
 
 
 def score_cell(row: dict, metric: Metric, split: Optional[str]) -> str:
-    """A row's score in one of :func:`score_columns`: n/a where it was not scored (METEOR
-    without Java), - where the row was recorded before the metric was scored."""
+    """A row's score in one of :func:`score_columns`: n/a where it was not scored (its
+    resource was missing), - where the row was recorded before the metric was scored."""
     return _number(metric.recorded(row, split)) if metric.key in row else "-"
 
 
@@ -283,19 +277,15 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         "or the update cap ends it first (said in the updates column); the best "
         "checkpoint translates. BLEU is sacreBLEU on the tokenised text the corpus was "
         f"prepared as, subwords merged (`{signature}`), on each test split"
-        f"{_with_bleu(rows)}; METEOR "
-        "(Meteor 1.5), REP (repeated bigrams not in the reference, x100 over reference "
-        "tokens, lower is better) and DROP (the share of aligned source words the "
-        f"translation leaves unaligned: fast_align trained on the training pairs, "
-        f"`{DROP_SYMMETRIZATION}` alignments, lower is better) are on the first "
-        "test split, and so is hyp/ref length (the translation's tokens over the "
-        "reference's: below 1, BLEU's brevity penalty lowers the score); zero weights are "
-        "the share of exactly-zero attention weights among unmasked keys, teacher-forced "
-        "on that split; speed columns are ratios to softmax "
-        "measured on one machine (fairseq's median training words/s, and generation "
-        "sentences/s; rows trained while the machine ran other work, or resumed, make them "
-        "noisy: `results/bench/training.md` measures them alone); learned alpha is "
-        "`entmax_alpha`'s alpha per head, over the layers and heads of each site.\n\n"
+        f"{_with_bleu(rows)}; {_on_first_split()} are on the first test split, and so is "
+        "hyp/ref length (the translation's tokens over the reference's: below 1, BLEU's "
+        "brevity penalty lowers the score); zero weights are the share of exactly-zero "
+        "attention weights among unmasked keys, teacher-forced on that split; speed columns "
+        "are ratios to softmax measured on one machine (fairseq's median training words/s, "
+        "and generation sentences/s; rows trained while the machine ran other work, or "
+        "resumed, make them noisy: `results/bench/training.md` measures them alone); "
+        "learned alpha is `entmax_alpha`'s alpha per head, over the layers and heads of "
+        "each site.\n\n"
         + _reading(rows, corpus) + "\n\n"
         + table(rows, titles, corpus, here) + "\n"
         + paired_table(rows, titles, corpus)
@@ -306,6 +296,13 @@ def render(rows: Sequence[dict], titles: dict, corpus: Corpus, settings: str, co
         + (f"\n## Published figures on this corpus (not run here)\n\n{published}\n"
            if published else "")
         + "\n" + "\n".join(f"![{name}]({name})" for name in images) + "\n")
+
+
+def _on_first_split() -> str:
+    """The metrics scored on the first test split alone, each with what it measures."""
+    said = [f"{name} ({metric.summary})" if metric.summary else name
+            for name, metric in METRICS.items() if not metric.with_bleu]
+    return " and ".join([", ".join(said[:-1]), said[-1]] if len(said) > 1 else said)
 
 
 def _with_bleu(rows: Sequence[dict]) -> str:

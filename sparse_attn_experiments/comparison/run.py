@@ -6,10 +6,11 @@ test split (``fairseq-generate``, beam 5) and is scored.
 Resumable under ``WORK/ROW``: ``spec.json`` holds the commands' flags (other model, data or
 decoding flags start afresh; ``--cpu`` does not), ``trained.json`` marks the training done
 and names its machine, ``row.json`` holds the finished row, completed later with what it
-lacks (METEOR where Java was missing, length ratios). An interrupted training, or one that
-stopped at a cap or budget since raised, resumes from ``checkpoint_last.pt``. Every record
-carries its ``spec``, so one already in ``--out`` seeds a work folder holding no training
-of that model (README.md, "Comparing kinds of attention on a corpus").
+lacks (a metric whose resource was missing, as Meteor without Java; length ratios). An
+interrupted training, or one that stopped at a cap or budget since raised, resumes from
+``checkpoint_last.pt``. Every record carries its ``spec``, so one already in ``--out``
+seeds a work folder holding no training of that model (README.md, "Comparing kinds of
+attention on a corpus").
 """
 
 import json
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output, scoring
+from sparse_attn_plugin.evaluation.scoring import Scorer
 from sparse_attn_plugin.files import read_lines, write_json_atomic
 from sparse_attn_plugin.sites import SITES
 
@@ -71,7 +73,7 @@ def row_flags(architecture: Architecture, name: str, schedule: Schedule, seed: i
 
 
 def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Schedule,
-            work: Path, seed: int, scorers, recorded: Optional[dict] = None,
+            work: Path, seed: int, scorer: Scorer, recorded: Optional[dict] = None,
             passed: Tuple[Sequence[str], Sequence[str]] = ((), ())) -> dict:
     """Train (or resume, or reuse) and score one row; ``recorded``: the row as an earlier
     comparison wrote it, reused when its spec trains the same model; ``passed``: the
@@ -98,7 +100,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     done = _read(folder / "row.json")
     if done:
         logger.info(f"    {name}: finished before, reused")
-        if _fill_in(done, folder, corpus, scorers):
+        if _fill_in(done, folder, corpus, scorer):
             save_row(folder, done)
         return {**done, "spec": _read(folder / "spec.json")}
     trained = _read(folder / "trained.json")
@@ -110,7 +112,7 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
                    "stopped": pipeline.stop_reason(result.log), "machine": describe_machine(),
                    "commit": git_commit()}
         write_json_atomic(folder / "trained.json", trained)
-    row = {"attention": name, **trained, **score(corpus, folder, generate_flags, scorers)}
+    row = {"attention": name, **trained, **score(corpus, folder, generate_flags, scorer)}
     curve = pipeline.validation_curve(folder / "train.log")
     row["validation_curve"] = curve
     row["valid_loss"] = min((loss for _, loss in curve), default=None)
@@ -118,21 +120,30 @@ def run_row(name: str, architecture: Architecture, corpus: Corpus, schedule: Sch
     return {**row, "spec": spec}
 
 
-def _fill_in(row: dict, folder: Path, corpus: Corpus, scorers) -> bool:
+def _unscored(row: dict) -> List[str]:
+    """The metrics scored on the first test split alone that ``row`` recorded as not
+    scored (None: their resource was missing, as Meteor without Java)."""
+    return [name for name, metric in scoring.METRICS.items()
+            if not metric.with_bleu and metric.key in row and row[metric.key] is None]
+
+
+def _fill_in(row: dict, folder: Path, corpus: Corpus, scorer: Scorer) -> bool:
     """Whether a finished ``row`` gained, from its saved translations, what it was scored
-    without: METEOR where Java was missing, the length ratios where an older version
-    scored it."""
-    if row["meteor"] is not None and "length_ratio" in row:
+    without: a metric whose resource was missing then, the length ratios where an older
+    version scored it."""
+    unscored = _unscored(row)
+    if not unscored and "length_ratio" in row:
         return False
     logs = {split: generate_log(folder.parent, folder.name, split) for split in corpus.tests}
     if not all(log.exists() for log in logs.values()):
         return False
     outputs = {split: read_generate_output(read_lines(log)) for split, log in logs.items()}
-    filled = False
-    if row["meteor"] is None and scorers.meteor:
-        first = outputs[corpus.first_test]
-        row["meteor"] = scorers.meteor.score(first.hypotheses, first.references).corpus
-        filled = True
+    first = outputs[corpus.first_test]
+    gained = scorer.score(first.hypotheses, first.references,
+                          [drop_sink(line) for line in first.sources],
+                          unscored).record() if unscored else {}
+    row.update(gained)
+    filled = bool(gained)
     if "length_ratio" not in row:
         row["length_ratio"] = {split: corpus_bleu(out.hypotheses, out.references).length_ratio
                                for split, out in outputs.items()}
@@ -204,10 +215,10 @@ def _hours(spec: dict) -> float:
             if "--stop-time-hours" in flags else float("inf"))
 
 
-def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> dict:
+def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorer: Scorer) -> dict:
     """Translate every test split with the best checkpoint; the metrics that go with
-    BLEU on each, every other metric of :data:`scoring.METRICS` on ``test`` (METEOR where
-    Java runs), recorded by :func:`scoring.record_by_split`; speed; zero weights and
+    BLEU on each, every other metric of :data:`scoring.METRICS` on ``test`` (where the
+    scorer has what it needs), recorded by :func:`scoring.record_by_split`; speed; zero weights and
     learned alphas per site (teacher-forced on ``test``)."""
     checkpoint = folder / "checkpoint_best.pt"
     by_split, first = {}, None  # first: the generation of corpus.first_test
@@ -216,14 +227,12 @@ def score(corpus: Corpus, folder: Path, generate_flags: List[str], scorers) -> d
                               generate_log(folder.parent, folder.name, split))
         out = generated.output
         if first:
-            by_split[split] = scoring.score(out.hypotheses, out.references,
-                                            metrics=scoring.beside_bleu())
+            by_split[split] = scorer.score(out.hypotheses, out.references,
+                                           metrics=scoring.beside_bleu())
             continue
         first = generated
-        by_split[split] = scoring.score(
-            out.hypotheses, out.references, [drop_sink(line) for line in out.sources],
-            list(scoring.METRICS), meteor=scorers.meteor, aligner=scorers.aligner,
-            where_possible=True)
+        by_split[split] = scorer.score(out.hypotheses, out.references,
+                                       [drop_sink(line) for line in out.sources])
     stats = site_statistics(checkpoint, corpus.data)
     return {
         **scoring.record_by_split(by_split),

@@ -1,39 +1,24 @@
-"""The scorers a comparison needs beyond BLEU and REP, made when a row is first scored
-(a comparison whose rows all finished before makes none): METEOR in the target
-language's preset (``other`` where Meteor 1.5 has none) and the DROP word aligner
-trained on the corpus's training pairs."""
+"""The scorer of a comparison: every metric of the table, under the corpus's target
+language (a metric's language preset: the target's, or ``other`` where it has none), with
+a word aligner trained on the corpus's training pairs when a metric first needs one (a
+comparison whose rows all finished before trains none); a metric this machine cannot
+score (no Java for Meteor) is left out, said once."""
 
 import logging
-from functools import cached_property
 
-from sparse_attn_plugin.evaluation import Meteor
 from sparse_attn_plugin.evaluation.aligner import train_aligner
-from sparse_attn_plugin.evaluation.meteor import LANGUAGE_PRESETS
+from sparse_attn_plugin.evaluation.metric import Setting
+from sparse_attn_plugin.evaluation.scoring import METRICS, Scorer
 
 from .corpus import Corpus
 
 logger = logging.getLogger(__name__)
 
 
-class Scorers:
-    def __init__(self, corpus: Corpus):
-        self.corpus = corpus
+def comparison_scorer(corpus: Corpus) -> Scorer:
+    def aligner():
+        logger.info("training the word aligner on the training pairs")
+        return train_aligner(*corpus.training_text())
 
-    @cached_property
-    def aligner(self):
-        logger.info("training the DROP word aligner on the training pairs")
-        return train_aligner(*self.corpus.training_text())
-
-    @cached_property
-    def meteor(self):
-        """A running Meteor 1.5, or None (said once) where Java or the jar is missing."""
-        language = self.corpus.tgt if self.corpus.tgt in LANGUAGE_PRESETS else "other"
-        try:
-            return Meteor(language)
-        except (RuntimeError, FileNotFoundError) as err:
-            logger.warning(f"METEOR skipped: {err}")
-            return None
-
-    def close(self) -> None:
-        if self.__dict__.get("meteor"):
-            self.meteor.close()
+    return Scorer(list(METRICS), Setting(language=corpus.tgt, aligner=aligner),
+                  skip=logger.warning)

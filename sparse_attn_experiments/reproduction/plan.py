@@ -1,6 +1,6 @@
 """What a run of a reproduction config (:mod:`.config`) trains and decodes: the trainings'
-names and lengths, each table's decodings with their flags, checkpoint averaging, DROP's
-settings, and the config narrowed to some tables or given more flags.
+names and lengths, each table's decodings with their flags, checkpoint averaging, the
+metrics' options, and the config narrowed to some tables or given more flags.
 """
 
 import json
@@ -8,7 +8,10 @@ import re
 from dataclasses import asdict, replace
 from typing import List, Optional, Tuple
 
-from .config import DROP_DEFAULTS, Config, ConfigError, Row, RunSection, Table
+from sparse_attn_plugin.evaluation import drop
+from sparse_attn_plugin.evaluation.metric import Metric
+
+from .config import PAPER_OPTIONS, Config, ConfigError, Row, RunSection, Table
 
 
 def slug(text: str) -> str:
@@ -130,11 +133,22 @@ def averaging(config: Config, smoke: bool, corpus: Optional[str] = None) -> Tupl
     return config.paper_setting(smoke, "average_last", corpus) or 0, {}
 
 
+def paper_options(metric: Metric) -> dict:
+    """The options the papers measured ``metric`` with (:data:`PAPER_OPTIONS`)."""
+    return {**metric.defaults, **PAPER_OPTIONS.get(metric.key, {})}
+
+
+def options_of(config: Config, smoke: bool, metric: Metric, corpus: Optional[str] = None) -> dict:
+    """``metric``'s options in a run on ``corpus``: its defaults, then the config's
+    (:meth:`Config.metric_options`)."""
+    return {**metric.defaults, **config.metric_options(smoke, metric.key, corpus)}
+
+
 def drop_settings(config: Config, smoke: bool) -> dict:
-    drop = {**DROP_DEFAULTS, **config.run_setting(smoke, "drop", {})}
-    if isinstance(drop["symmetrize"], str):
-        drop["symmetrize"] = [drop["symmetrize"]]
-    return drop
+    """The ``drop`` options of a run, ``symmetrize`` as a list: what its word aligners
+    train with (``iterations``) and what DROP is measured with."""
+    options = options_of(config, smoke, drop.DROP)
+    return {**options, "symmetrize": drop.symmetrizations(options)}
 
 
 def resolve_tables(config: Config, smoke: bool) -> List[Tuple[Table, List[dict]]]:

@@ -6,14 +6,14 @@ from itertools import groupby
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from sparse_attn_plugin.evaluation.meteor import LANGUAGE_PRESETS
+from sparse_attn_plugin.evaluation.metric import Report
 from sparse_attn_plugin.evaluation.significance import RESAMPLES
 from sparse_attn_plugin.files import markdown_table
 
 from ..provenance import provenance_header
 from .config import PAPER_KEY, SCORES, Config, Table, metrics_of
 from .paired import pairable, paired_cell
-from .plan import averaging, drop_settings, post_process_of, resolve_tables, slug
+from .plan import averaging, options_of, post_process_of, resolve_tables, slug
 
 
 def _cell(value, fmt="{:.2f}"):
@@ -74,31 +74,19 @@ def _metric_notes(config: Config, results: dict, smoke: bool) -> List[str]:
              "draws; Koehn 2004; not in a table that pools seeds). It says how much a difference "
              "depends on which sentences the test set holds, not how it varies from seed "
              "to seed.", *_signed_notes(config, decoded, smoke, metrics)]
-    if "METEOR" in metrics:
-        def preset(corpus):
-            language = config.run_setting(smoke, "meteor", corpus=corpus)["language"]
-            return f"`{' '.join(LANGUAGE_PRESETS[language])}`"
-        notes.append(f"METEOR: Meteor 1.5 {_by_corpus(config, smoke, preset)} "
-                     "(0-100, from the corpus's summed statistics).")
-    if "REP" in metrics:
-        notes.append("REP: repeated bigrams beyond the reference's counts plus twice the "
-                     "repeated words, per 100 reference tokens (lower is better).")
-    if "DROP" in metrics:
-        drop = drop_settings(config, smoke)
-        pairs = [str(a["pairs"]) + (f" ({a['corpus']})" if a.get("corpus") else "")
-                 for a in results.get("aligners", {}).values()
-                 if a["post_process"] == post_process_of(
-                     config.run_settings(smoke, a.get("corpus")).generate_flags)]
-        others = drop["symmetrize"][1:]
-        notes.append(
-            "DROP: % of the source words aligned to the reference that nothing in the "
-            "translation is aligned to; fast_align (sil-thot) trained by this run on "
-            f"{', '.join(pairs) or '?'} training pairs with `<SINK>` appended to every "
-            f"source sentence, {drop['iterations']} EM iterations per direction; "
-            f"**symmetrisation: {drop['symmetrize'][0]}**"
-            + (f" (also {', '.join(others)}, in columns of their own)" if others else "")
-            + ". The paper's DROP used grow-diag-final-and, which hides drops that the "
-              "forward direction shows (see docs/scoring.md).")
+    scoring_aligners = [  # the aligners on the text as the translations are scored
+        str(a["pairs"]) + (f" ({a['corpus']})" if a.get("corpus") else "")
+        for a in results.get("aligners", {}).values()
+        if a["post_process"] == post_process_of(
+            config.run_settings(smoke, a.get("corpus")).generate_flags)]
+    for metric in (metric for name, metric in SCORES.items() if name in metrics):
+        def by_corpus(describe, metric=metric):
+            return _by_corpus(config, smoke, lambda corpus: describe(
+                options_of(config, smoke, metric, corpus)))
+
+        notes.append(metric.note(Report(options=options_of(config, smoke, metric),
+                                        by_corpus=by_corpus, aligners=scoring_aligners)))
+    notes = [note for note in notes if note]
     if any(row["source"] for _, rows in resolve_tables(config, smoke) for row in rows):
         notes.append(
             "Fertilities (models with `--fertility predicted` or a GUIDED table): *gold* = "
@@ -180,10 +168,17 @@ def row_comparisons(rows: List[dict], decoded: dict, trained: dict,
     return compared
 
 
+def _more_columns(config: Config, smoke: bool) -> Dict[str, list]:
+    """The columns each metric adds after its own (:attr:`Metric.columns`), by name."""
+    return {name: metric.columns(options_of(config, smoke, metric))
+            for name, metric in SCORES.items()}
+
+
 def _table(config: Config, rows: List[dict], decoded: dict, trained: dict, metrics: List[str],
-           symmetrizations: List[str], smoke: bool):
-    """A table's rows (the seeds of a row pooled) with the paper's figures beside ours;
-    a smoke run's columns say they are ours on the synthetic corpus."""
+           more: Dict[str, list], smoke: bool):
+    """A table's rows (the seeds of a row pooled) with the paper's figures beside ours,
+    and the columns metrics add (``more``); a smoke run's columns say they are ours on
+    the synthetic corpus."""
     ours = "ours, synthetic smoke" if smoke else "ours"
     fertilities = any(row["source"] for row in rows)
     paired = "BLEU" in metrics and pairable(rows)
@@ -198,8 +193,7 @@ def _table(config: Config, rows: List[dict], decoded: dict, trained: dict, metri
             header += [f"{metric} ({ours})", f"{metric} (paper)"]
             if metric == "BLEU" and paired:
                 header += [f"BLEU - first row, 95% interval, p ({ours})"]
-            if metric == "DROP":
-                header += [f"DROP, {name} ({ours})" for name in symmetrizations[1:]]
+            header += [f"{title} ({ours})" for title, _ in more.get(metric, [])]
     lines = []
     for group, cells in row_comparisons(rows, decoded, trained, metrics):
         row, runs = group[0], [decoded[r["key"]] for r in group]
@@ -210,10 +204,9 @@ def _table(config: Config, rows: List[dict], decoded: dict, trained: dict, metri
             line += cells[metric][:1] if metric == "params" else list(cells[metric])
             if metric == "BLEU" and paired:
                 line.append(paired_cell(decoded, row, rows[0]))
-            if metric == "DROP":
-                line += [_summary([r["drop_by_symmetrization"][name] for r in runs])
-                         if not any("failed" in r for r in runs) else "-"
-                         for name in symmetrizations[1:]]
+            line += [_summary([value(r) for r in runs])
+                     if not any("failed" in r for r in runs) else "-"
+                     for _, value in more.get(metric, [])]
         lines.append(line)
     return markdown_table(header, lines)
 
@@ -263,8 +256,8 @@ def _preamble(config: Config, results: dict, smoke: bool, command: str, title: s
     return parts
 
 
-def _section(config: Config, table: Table, rows: List[dict], results: dict, symmetrizations,
-             smoke: bool) -> str:
+def _section(config: Config, table: Table, rows: List[dict], results: dict,
+             more: Dict[str, list], smoke: bool) -> str:
     """A table's heading, how its rows were made (seeds, split) and the table."""
     notes = []
     seeds = list(rows[0]["candidates"]) if len(rows[0]["candidates"]) > 1 else []
@@ -278,15 +271,15 @@ def _section(config: Config, table: Table, rows: List[dict], results: dict, symm
         notes.append(f"Decoded and scored on the {table.subset} split.")
     return (f"## {table.title}\n\n" + (" ".join(notes) + "\n\n" if notes else "")
             + _table(config, rows, results["decoded"], results["trained"],
-                     metrics_of(results), symmetrizations, smoke))
+                     metrics_of(results), more, smoke))
 
 
 def render_tables(config: Config, results: dict, smoke: bool, command: str) -> Dict[str, str]:
     """One report per table, by file name (the table's title as a slug)."""
-    symmetrizations = drop_settings(config, smoke)["symmetrize"]
+    more = _more_columns(config, smoke)
     return {f"{slug(table.title)}.md":
             "\n".join(_preamble(config, results, smoke, command, table.title)
-                       + [_section(config, table, rows, results, symmetrizations, smoke)])
+                       + [_section(config, table, rows, results, more, smoke)])
             for table, rows in resolve_tables(config, smoke)}
 
 
@@ -299,9 +292,9 @@ def render(config: Config, results: dict, smoke: bool, command: str) -> str:
     if skipped:
         parts.append("Not in the smoke run (other corpora; on the synthetic corpus they "
                      "would repeat the tables below): " + "; ".join(skipped) + ".\n")
-    symmetrizations = drop_settings(config, smoke)["symmetrize"]
+    more = _more_columns(config, smoke)
     for table, rows in tables:
-        parts.append(_section(config, table, rows, results, symmetrizations, smoke))
+        parts.append(_section(config, table, rows, results, more, smoke))
     trained = results["trained"]
     fertilities = any("fertilities" in t for t in trained.values())
     chosen = any("valid_bleu" in t for t in trained.values())

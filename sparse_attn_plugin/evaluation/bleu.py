@@ -11,9 +11,12 @@ so it needs no tokeniser and scores tokenised and detokenised text alike.
 import math
 import re
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import List, Sequence, Tuple
 
 from sacrebleu.metrics import BLEU, CHRF
+
+from .metric import Metric
 
 
 @dataclass(frozen=True)
@@ -99,3 +102,17 @@ def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str],
     metric = CHRF(lowercase=lowercase)
     result = metric.corpus_score(hypotheses, [references])
     return ChrfResult(result.score, str(metric.get_signature()))
+
+
+# -- the metrics' entries (:data:`.scoring.METRICS`) ------------------------------------------
+BLEU_METRIC = Metric(
+    "BLEU", "bleu", True,
+    lambda inputs: corpus_bleu(inputs.hypotheses, inputs.references, **inputs.bleu_options),
+    signature=attrgetter("signature"), details=lambda result: {"details": result.details},
+    with_bleu=True)
+#: chrF, case-insensitive where BLEU is.
+CHRF_METRIC = Metric(
+    "chrF", "chrf", True,
+    lambda inputs: corpus_chrf(inputs.hypotheses, inputs.references,
+                               inputs.bleu_options.get("lowercase", False)),
+    signature=attrgetter("signature"), with_bleu=True)

@@ -14,7 +14,6 @@ stop with one line naming the file, and no output file is created or replaced.
 import argparse
 import json
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import List, NamedTuple, Optional
 
@@ -22,12 +21,10 @@ from sacrebleu.metrics import BLEU
 
 from ..command_line import CommandParser
 from ..files import InputError, check_outputs, read_lines, write_texts_atomic
-from . import scoring
-from .aligner import MANIFEST, SYMMETRIZATIONS, Aligner
-from .drop import DROP_SYMMETRIZATION, PUBLISHED_SYMMETRIZATION
+from .aligner import MANIFEST, Aligner
 from .generate_output import GenerateOutput, read_generate_output, unknown_words
-from .meteor import Meteor
-from .scoring import METRICS, metric_names
+from .metric import Setting
+from .scoring import METRICS, Scorer, metric_names
 from .significance import RESAMPLES, paired_bootstrap
 from .text import remove_bpe
 
@@ -131,9 +128,9 @@ def load_inputs(args) -> Inputs:
     if len(set(counts.values())) > 1:
         raise InputError("line counts differ: "
                          + ", ".join(f"{name} has {n}" for name, n in counts.items()))
-    if "DROP" in args.metrics and (srcs is None or not args.aligner):
-        raise InputError("DROP needs the sources (--src, or S lines) and --aligner MODEL_DIR "
-                         "(train one with sparse-attn-align train)")
+    needing = [name for name in args.metrics if METRICS[name].needs_sources]
+    if needing and srcs is None:
+        raise InputError(f"{needing[0]} needs the sources (--src, or S lines)")
     if args.aligner and not (args.aligner / MANIFEST).is_file():
         raise InputError(f"{args.aligner}: not an aligner model (sparse-attn-align train --out)")
     def clean(lines):
@@ -142,24 +139,35 @@ def load_inputs(args) -> Inputs:
     return Inputs(clean(hyps), clean(refs), clean(srcs), clean(baseline), warnings)
 
 
-def score(args, inputs: Inputs):
+def _option(flag: str) -> str:
+    """The attribute argparse stores ``flag`` under."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def scorer_of(args) -> Scorer:
+    """The scorer of ``--metrics``: the aligner ``--aligner`` names (loaded when first
+    needed), each metric's options from its own flags, BLEU's from ``--tokenize`` and
+    ``--lowercase``."""
+    aligner = args.aligner
+    options = {metric.key: {option: getattr(args, _option(flag))
+                            for flag, option, _ in metric.arguments}
+               for metric in METRICS.values()}
+    setting = Setting(aligner=(lambda: Aligner.load(aligner)) if aligner else None,
+                      options=options)
+    return Scorer(args.metrics, setting,
+                  {"tokenize": args.tokenize, "lowercase": args.lowercase})
+
+
+def score(args, inputs: Inputs, scorer: Scorer):
     """{metric: {"score": float, ...}} and per-sentence columns; BLEU's entry holds the
     paired bootstrap against the baseline where there is one."""
-    hyps, refs, srcs = inputs.hypotheses, inputs.references, inputs.sources
-    meteor = Meteor(args.lang) if "METEOR" in args.metrics else None
-    bleu_options = {"tokenize": args.tokenize, "lowercase": args.lowercase}
-    with meteor or nullcontext():
-        result = scoring.score(
-            hyps, refs, srcs, args.metrics, meteor=meteor,
-            bleu_options=bleu_options,
-            aligner=Aligner.load(args.aligner) if "DROP" in args.metrics else None,
-            symmetrizations=[args.symmetrize])
+    hyps, refs = inputs.hypotheses, inputs.references
+    with scorer:
+        result = scorer.score(hyps, refs, inputs.sources)
     scores = result.entries()
     if "bleu" in scores and inputs.baseline is not None:
         scores["bleu"]["paired_bootstrap"] = paired_bootstrap(
-            hyps, inputs.baseline, refs, args.resamples, **bleu_options).record()
-    if "meteor" in scores:
-        scores["meteor"]["language"] = args.lang
+            hyps, inputs.baseline, refs, args.resamples, **scorer.bleu_options).record()
     return scores, result.sentences()
 
 
@@ -220,24 +228,25 @@ def build_parser():
     p.add_argument("--metrics", type=parse_metrics, default=list(DEFAULT_METRICS),
                    help=f"comma-separated, any case, from {', '.join(METRICS)} "
                         f"(default {','.join(DEFAULT_METRICS)})")
-    p.add_argument("--lang", default="en", help="METEOR language preset: en, de or other")
     p.add_argument("--tokenize", default="none", choices=TOKENIZERS, metavar="TOKENIZER",
                    help="sacrebleu tokenizer: none (tokenised text, as the papers), 13a "
                         f"(detokenised text), or one of {', '.join(TOKENIZERS)}")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF")
     p.add_argument("--remove-bpe", nargs="?", const="subword_nmt", default=None,
                    metavar="SCHEME", help="undo BPE first: subword_nmt (default) or sentencepiece")
-    p.add_argument("--aligner", type=Path, help="DROP's word aligner (sparse-attn-align train)")
-    p.add_argument("--symmetrize", choices=SYMMETRIZATIONS, default=DROP_SYMMETRIZATION,
-                   help=f"DROP's alignment symmetrisation (default {DROP_SYMMETRIZATION}, "
-                        "which tracks true drops best; the paper's is "
-                        f"{PUBLISHED_SYMMETRIZATION}, see docs/scoring.md)")
+    p.add_argument("--aligner", type=Path,
+                   help="a word aligner (sparse-attn-align train), for the metrics that "
+                        "read one")
+    for metric in METRICS.values():
+        for flag, _, keywords in metric.arguments:
+            p.add_argument(flag, **keywords)
     p.add_argument("--json", type=Path,
                    help="write the scores as JSON (- for stdout, the table going to stderr)")
     p.add_argument("--per-sentence", type=Path,
-                   help="write per-sentence REP, METEOR and DROP (dropped/aligned) as TSV. "
-                        "Outputs go in folders that exist, never over an input, and are "
-                        "written all or none")
+                   help="write the per-sentence scores ("
+                        + ", ".join(name for name, metric in METRICS.items() if metric.sentences)
+                        + ") as TSV. Outputs go in folders that exist, never over an input, "
+                        "and are written all or none")
     return p
 
 
@@ -274,9 +283,13 @@ def run(argv=None) -> dict:
     try:
         check_output_paths(args)
         inputs = load_inputs(args)
+        scorer = scorer_of(args)
+        problem = scorer.check()
+        if problem:
+            raise InputError(problem)
         for warning in inputs.warnings:
             print(f"{parser.prog}: warning: {warning}", file=sys.stderr)
-        scores, per_sentence = score(args, inputs)
+        scores, per_sentence = score(args, inputs, scorer)
         text = json.dumps(scores, indent=2) + "\n"
         files = {}
         if args.json and not _to_stdout(args.json):

@@ -19,10 +19,13 @@ import subprocess
 import threading
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 from tqdm import tqdm
+
+from .metric import Inputs, Metric, Report, Resource, Setting
 
 JAVA_MISSING = "METEOR needs Java: install a JRE (e.g. apt-get install default-jre-headless)"
 JAR_MISSING = "Meteor 1.5 jar not found: pip install --no-deps pycocoevalcap==1.2"
@@ -37,6 +40,12 @@ LANGUAGE_PRESETS = {
 class MeteorResult:
     corpus: float  # 0-100, from the added statistics (the jar's "Final score" x100)
     sentences: List[float]  # 0-100, one per pair
+    language: str = "en"  # the preset scored with
+
+
+def _unknown(language) -> str:
+    presets = "; ".join(f"{k}: {' '.join(v)}" for k, v in LANGUAGE_PRESETS.items())
+    return f"unknown METEOR language {language!r}; presets are {presets}"
 
 
 def find_meteor_jar() -> Path:
@@ -63,8 +72,7 @@ class Meteor:
 
     def __init__(self, language: str = "en", jar: Optional[Path] = None, memory: str = "2G"):
         if language not in LANGUAGE_PRESETS:
-            presets = "; ".join(f"{k}: {' '.join(v)}" for k, v in LANGUAGE_PRESETS.items())
-            raise ValueError(f"unknown METEOR language {language!r}; presets are {presets}")
+            raise ValueError(_unknown(language))
         java = shutil.which("java")
         if java is None:
             raise RuntimeError(JAVA_MISSING)
@@ -97,7 +105,7 @@ class Meteor:
             stats = self._exchange("".join(lines), len(lines), progress)
             scores = [float(x) for x in self._exchange(f"EVAL ||| {' ||| '.join(stats)}\n",
                                                        len(stats) + 1)]
-        return MeteorResult(100 * scores[-1], [100 * s for s in scores[:-1]])
+        return MeteorResult(100 * scores[-1], [100 * s for s in scores[:-1]], self.language)
 
     def _exchange(self, text: str, n_answers: int, progress: bool = False) -> List[str]:
         """Writes ``text`` from a second thread while reading ``n_answers`` lines, so neither
@@ -162,3 +170,55 @@ class Meteor:
             self.close()
         except Exception:
             pass
+
+
+# -- the metric's entry (:data:`.scoring.METRICS`) --------------------------------------------
+def _language(setting: Setting, options: dict) -> str:
+    """The preset: the options' ``language``, else the target language's (``other``
+    where Meteor 1.5 has none)."""
+    if options.get("language"):
+        return options["language"]
+    return setting.language if setting.language in LANGUAGE_PRESETS else "other"
+
+
+def _check(setting: Setting, options: dict) -> Optional[str]:
+    """Why Meteor cannot run here (the preset, Java, the jar), or None."""
+    language = _language(setting, options)
+    if language not in LANGUAGE_PRESETS:
+        return _unknown(language)
+    if shutil.which("java") is None:
+        return JAVA_MISSING
+    try:
+        find_meteor_jar()
+    except FileNotFoundError as err:
+        return str(err)
+    return None
+
+
+def _check_options(options: dict, where: str) -> Optional[str]:
+    if options.get("language") not in LANGUAGE_PRESETS:
+        return (f"`{where}.language` must be one of {', '.join(LANGUAGE_PRESETS)}, not "
+                f"{options.get('language')!r}")
+    return None
+
+
+def _note(report: Report) -> str:
+    presets = report.by_corpus(
+        lambda options: f"`{' '.join(LANGUAGE_PRESETS[options['language']])}`")
+    return f"METEOR: Meteor 1.5 {presets} (0-100, from the corpus's summed statistics)."
+
+
+def _score(inputs: Inputs) -> MeteorResult:
+    return inputs.resource.score(inputs.hypotheses, inputs.references, progress=inputs.progress)
+
+
+METEOR = Metric(
+    "METEOR", "meteor", True, _score, value=attrgetter("corpus"),
+    sentences=attrgetter("sentences"), details=lambda result: {"language": result.language},
+    resource=Resource(make=lambda setting, options: Meteor(_language(setting, options)),
+                      check=_check, close=Meteor.close),
+    defaults={"language": None}, check_options=_check_options,
+    required=f'{{"language": "{"|".join(LANGUAGE_PRESETS)}"}} for the target language',
+    arguments=(("--lang", "language", {"default": "en",
+                                       "help": "METEOR language preset: en, de or other"}),),
+    summary="Meteor 1.5", note=_note, indexed=False)

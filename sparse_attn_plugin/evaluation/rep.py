@@ -13,7 +13,10 @@ and the corpus score is ``100 * sum of rep(sentence) / number of reference token
 
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import List, Sequence
+
+from .metric import Metric
 
 REPEAT_WEIGHT = 1
 SAME_WORD_WEIGHT = 2
@@ -49,3 +52,14 @@ def corpus_rep(hypotheses: Sequence[str], references: Sequence[str]) -> RepResul
         raise ValueError("the references have no tokens; REP is normalised by their length")
     sentences = [sentence_rep(h, r) for h, r in zip(hyp_tokens, ref_tokens)]
     return RepResult(100.0 * sum(sentences) / total_ref, sentences, total_ref)
+
+
+# -- the metric's entry (:data:`.scoring.METRICS`) --------------------------------------------
+REP = Metric(
+    "REP", "rep", False, lambda inputs: corpus_rep(inputs.hypotheses, inputs.references),
+    sentences=attrgetter("sentences"),
+    details=lambda result: {"reference_tokens": result.reference_tokens},
+    summary="repeated bigrams not in the reference, x100 over reference tokens, lower is "
+            "better",
+    note=lambda report: ("REP: repeated bigrams beyond the reference's counts plus twice "
+                         "the repeated words, per 100 reference tokens (lower is better)."))

@@ -1,7 +1,8 @@
-"""The metrics, each once (:data:`METRICS`): its name, how it is computed, which way is
-better, the fields it fills and its signature; and the one record of a translation's
-scores (:class:`Scores`), which ``sparse-attn-score``, the comparisons, the
-reproductions and the results index all write and read through this module.
+"""The table of metrics (:data:`METRICS`, each entry defined in its own module:
+:class:`.metric.Metric`), the one record of a translation's scores (:class:`Scores`) and
+the one thing that scores (:class:`Scorer`, which makes what a metric needs once, when
+first needed): ``sparse-attn-score``, the comparisons, the reproductions and the
+results index all score, write and read through this module.
 
 Names are spelt as the papers' tables and ``configs/*.json`` spell them (``BLEU``,
 ``chrF``, ``METEOR``, ``REP``, ``DROP``); :func:`metric_names` reads any case, as commands
@@ -9,160 +10,24 @@ accept ``--metrics bleu,chrf,rep``. Records written to JSON keep lower-case fiel
 (``bleu``, ``bleu_signature``, ``chrf``, ``drop_by_symmetrization``), like every other
 field they hold. A metric added to :data:`METRICS` is scored by ``sparse-attn-score
 --metrics``, by every comparison and by the reproductions that name it, and shown in
-their reports; one that goes with BLEU (``with_bleu``, as chrF) wherever BLEU is.
+their reports; one that goes with BLEU (``with_bleu``, as chrF) wherever BLEU is. One
+that needs more than the texts (a running Meteor, a word aligner) names it as its
+``resource``: the drivers check it before any work and the scorer makes it.
 """
 
-from dataclasses import dataclass, field
-from operator import attrgetter
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import PROGRESS_MIN
-from .bleu import corpus_bleu, corpus_chrf
-from .drop import DROP_SYMMETRIZATION, DropResult, corpus_drop
-from .meteor import Meteor
-from .rep import corpus_rep
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What the metrics read: the hypotheses, one reference each, the sources (or None),
-    BLEU's options, a running Meteor (or None), DROP's word aligner (or None) and
-    symmetrisations, and whether to show progress bars."""
-
-    hypotheses: Sequence[str]
-    references: Sequence[str]
-    sources: Optional[Sequence[str]]
-    bleu_options: dict
-    meteor: Optional[Meteor]
-    aligner: Any
-    symmetrizations: Sequence[str]
-    progress: bool
-
-
-def _nothing(result) -> dict:
-    return {}
-
-
-def _always(inputs: Inputs) -> Optional[str]:
-    return None
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One metric. ``name``: as papers, configs and ``--metrics`` spell it; ``key``: the
-    field its score fills in records and in ``sparse-attn-score``'s JSON (its signature,
-    ``KEY_signature``); ``compute``: its result from the :class:`Inputs`; ``value``: the
-    score in that result; ``signature``: sacreBLEU's signature, where it has one;
-    ``details`` and ``fields``: what else the JSON's entry and the record hold;
-    ``sentences``: the per-sentence column; ``unmet``: why the inputs cannot score it
-    (None: they can); ``with_bleu``: scored and shown wherever BLEU is (every test split
-    of a comparison, every reproduction)."""
-
-    name: str
-    key: str
-    higher_is_better: bool
-    compute: Callable[[Inputs], Any]
-    value: Callable[[Any], float] = attrgetter("score")
-    signature: Optional[Callable[[Any], str]] = None
-    details: Callable[[Any], dict] = _nothing
-    fields: Callable[[Any], dict] = _nothing
-    sentences: Optional[Callable[[Any], list]] = None
-    unmet: Callable[[Inputs], Optional[str]] = _always
-    with_bleu: bool = False
-
-    @property
-    def direction(self) -> str:
-        return "higher is better" if self.higher_is_better else "lower is better"
-
-    @property
-    def signature_key(self) -> str:
-        return f"{self.key}_signature"
-
-    def record(self, result) -> dict:
-        """The fields ``result`` fills in a record: its score, signature and own fields."""
-        record = {self.key: self.value(result)}
-        if self.signature:
-            record[self.signature_key] = self.signature(result)
-        return {**record, **self.fields(result)}
-
-    def entry(self, result) -> dict:
-        """``result`` in ``sparse-attn-score``'s JSON: its score, signature and details."""
-        entry = {"score": self.value(result)}
-        if self.signature:
-            entry["signature"] = self.signature(result)
-        return {**entry, **self.details(result)}
-
-    def recorded(self, record: dict, split: Optional[str] = None) -> Optional[float]:
-        """Its score in ``record`` (on test ``split`` in a record by split,
-        :func:`record_by_split`); None where it was not scored or the record was
-        written before it was."""
-        value = record.get(self.key)
-        return value.get(split) if split is not None and value is not None else value
-
-
-def _bleu(inputs: Inputs):
-    return corpus_bleu(inputs.hypotheses, inputs.references, **inputs.bleu_options)
-
-
-def _chrf(inputs: Inputs):
-    """chrF, case-insensitive where BLEU is."""
-    return corpus_chrf(inputs.hypotheses, inputs.references,
-                       inputs.bleu_options.get("lowercase", False))
-
-
-def _meteor(inputs: Inputs):
-    return inputs.meteor.score(inputs.hypotheses, inputs.references, progress=inputs.progress)
-
-
-def _rep(inputs: Inputs):
-    return corpus_rep(inputs.hypotheses, inputs.references)
-
-
-def _drop(inputs: Inputs) -> Dict[str, DropResult]:
-    """DROP under each symmetrisation asked for; the first is the translation's DROP."""
-    return {name: corpus_drop(inputs.aligner, inputs.sources, inputs.hypotheses,
-                              inputs.references, symmetrize=name, progress=inputs.progress)
-            for name in inputs.symmetrizations}
-
-
-def _first(by_symmetrization: Dict[str, DropResult]) -> DropResult:
-    return next(iter(by_symmetrization.values()))
-
-
-def _drop_details(by_symmetrization) -> dict:
-    first = _first(by_symmetrization)
-    return {"symmetrize": first.symmetrize, "aligned_source_words": first.aligned}
-
-
-def _drop_fields(by_symmetrization) -> dict:
-    return {"drop_by_symmetrization": {name: result.score
-                                       for name, result in by_symmetrization.items()}}
-
-
-def _needs_meteor(inputs: Inputs) -> Optional[str]:
-    return "METEOR needs a running Meteor" if inputs.meteor is None else None
-
-
-def _needs_aligner(inputs: Inputs) -> Optional[str]:
-    if inputs.aligner is None or inputs.sources is None or not inputs.symmetrizations:
-        return "DROP needs the sources, a word aligner and a symmetrisation"
-    return None
-
+from .bleu import BLEU_METRIC, CHRF_METRIC
+from .drop import DROP
+from .meteor import METEOR
+from .metric import Inputs, Metric, Setting
+from .rep import REP
 
 #: Every metric by its name, in the order commands print and reports show them.
 METRICS: Dict[str, Metric] = {metric.name: metric for metric in (
-    Metric("BLEU", "bleu", True, _bleu, signature=attrgetter("signature"),
-           details=lambda result: {"details": result.details}, with_bleu=True),
-    Metric("chrF", "chrf", True, _chrf, signature=attrgetter("signature"), with_bleu=True),
-    Metric("METEOR", "meteor", True, _meteor, value=attrgetter("corpus"),
-           sentences=attrgetter("sentences"), unmet=_needs_meteor),
-    Metric("REP", "rep", False, _rep, sentences=attrgetter("sentences"),
-           details=lambda result: {"reference_tokens": result.reference_tokens}),
-    Metric("DROP", "drop", False, _drop, value=lambda by: _first(by).score,
-           details=_drop_details, fields=_drop_fields, unmet=_needs_aligner,
-           sentences=lambda by: [f"{dropped}/{aligned}"
-                                 for dropped, aligned in _first(by).sentences]),
-)}
+    BLEU_METRIC, CHRF_METRIC, METEOR, REP, DROP)}
 
 
 def metric_names(names: Iterable[str]) -> List[str]:
@@ -195,8 +60,7 @@ def with_bleu(names: Sequence[str]) -> List[str]:
 @dataclass(frozen=True)
 class Scores:
     """Each metric's result by its name, those scored, in :data:`METRICS`' order;
-    ``scores.bleu``, ``scores.chrf``, ...: one by its key, None where not scored. DROP's
-    is by symmetrisation, the first one being the translation's DROP."""
+    ``scores.bleu``, ``scores.chrf``, ...: one by its key, None where not scored."""
 
     results: Dict[str, Any] = field(default_factory=dict)
 
@@ -205,14 +69,6 @@ class Scores:
         if metric is None:
             raise AttributeError(f"{type(self).__name__} has no {key!r}")
         return self.results.get(metric.name)
-
-    @property
-    def drop_by_symmetrization(self) -> Dict[str, DropResult]:
-        return self.results.get("DROP", {})
-
-    @property
-    def drop(self) -> Optional[DropResult]:
-        return next(iter(self.drop_by_symmetrization.values()), None)
 
     def _each(self):
         return ((METRICS[name], result) for name, result in self.results.items())
@@ -238,7 +94,7 @@ def record_by_split(by_split: Dict[str, Scores]) -> dict:
     """The record of one system's translations of several test splits (a comparison's
     row): the metrics scored with BLEU by split (``{"bleu": {split: score}}``), the
     others and the signatures from the first split's scores; every metric's key is there,
-    None where it was not scored (METEOR without Java)."""
+    None where it was not scored (a metric whose resource was missing)."""
     record = {metric.key: None for metric in METRICS.values()}
     record.update(next(iter(by_split.values())).record())
     for name in beside_bleu():
@@ -248,25 +104,91 @@ def record_by_split(by_split: Dict[str, Scores]) -> dict:
     return record
 
 
+class Scorer:
+    """Scores translations with ``metrics`` (names of :data:`METRICS`) under ``setting``,
+    BLEU with ``bleu_options``: each metric's resource is made once, when the metric is
+    first scored, and closed by :meth:`close` (or the ``with`` block). A metric the
+    inputs or the machine cannot score is a ValueError saying what it needs; with
+    ``skip``, it is left out and ``skip`` told why, once."""
+
+    def __init__(self, metrics: Sequence[str], setting: Optional[Setting] = None,
+                 bleu_options: Optional[dict] = None,
+                 skip: Optional[Callable[[str], None]] = None):
+        asked = metric_names(metrics)
+        self.metrics = [metric for name, metric in METRICS.items() if name in asked]
+        self.setting, self.bleu_options, self.skip = setting or Setting(), bleu_options or {}, skip
+        self._made: Dict[str, Any] = {}
+        self._missing: Dict[str, str] = {}
+
+    def check(self) -> Optional[str]:
+        """One line saying why a metric's resource cannot be had here, or None; makes
+        nothing, so drivers ask before any work."""
+        return next(filter(None, (metric.resource.check(self.setting,
+                                                        self.setting.options_of(metric))
+                                  for metric in self.metrics if metric.resource)), None)
+
+    def prepare(self) -> None:
+        """Make every resource now (where a problem should show before hours of work)."""
+        for metric in self.metrics:
+            self._resource(metric)
+
+    def _resource(self, metric: Metric):
+        """``metric``'s resource, made on first use; None for a metric that needs none
+        or, with ``skip``, one that cannot be had."""
+        if metric.resource is None or metric.name in self._missing:
+            return None
+        if metric.name not in self._made:
+            options = self.setting.options_of(metric)
+            why = metric.resource.check(self.setting, options)
+            try:
+                if why is None:
+                    self._made[metric.name] = metric.resource.make(self.setting, options)
+            except (RuntimeError, OSError) as err:
+                why = str(err)
+            if why is not None:
+                if self.skip is None:
+                    raise ValueError(why)
+                self._missing[metric.name] = why
+                self.skip(f"{metric.name} skipped: {why}")
+                return None
+        return self._made[metric.name]
+
+    def score(self, hypotheses: Sequence[str], references: Sequence[str],
+              sources: Optional[Sequence[str]] = None,
+              metrics: Optional[Sequence[str]] = None) -> Scores:
+        """The scorer's metrics (or those of them named in ``metrics``) of ``hypotheses``
+        against one reference each, for ``sources``; progress bars from
+        :data:`PROGRESS_MIN` sentences."""
+        wanted = [m for m in self.metrics if metrics is None or m.name in metric_names(metrics)]
+        inputs = Inputs(hypotheses, references, sources, self.bleu_options,
+                        len(hypotheses) >= PROGRESS_MIN)
+        results = {}
+        for metric in wanted:
+            why = metric.unmet(inputs)
+            if why is not None and self.skip is None:
+                raise ValueError(why)
+            resource = None if why else self._resource(metric)
+            if why is None and (metric.resource is None or resource is not None):
+                results[metric.name] = metric.compute(replace(
+                    inputs, resource=resource, options=self.setting.options_of(metric)))
+        return Scores(results)
+
+    def close(self) -> None:
+        for metric in self.metrics:
+            if metric.name in self._made:
+                metric.resource.close(self._made.pop(metric.name))
+
+    def __enter__(self) -> "Scorer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def score(hypotheses: Sequence[str], references: Sequence[str],
           sources: Optional[Sequence[str]] = None, metrics: Sequence[str] = ("BLEU",), *,
-          bleu_options: Optional[dict] = None, meteor: Optional[Meteor] = None,
-          aligner=None, symmetrizations: Sequence[str] = (DROP_SYMMETRIZATION,),
-          where_possible: bool = False) -> Scores:
-    """``metrics`` (names of :data:`METRICS`) of ``hypotheses`` against one reference
-    each. BLEU: sacreBLEU with ``bleu_options`` (:func:`corpus_bleu`'s); chrF: sacreBLEU's
-    (:func:`corpus_chrf`), case-insensitive where BLEU is; METEOR: with the running
-    ``meteor``; DROP: of the ``sources`` with the word ``aligner``, under each of
-    ``symmetrizations``. Progress bars from :data:`PROGRESS_MIN` sentences. A metric the
-    inputs cannot score is a ValueError saying what it needs, or left out
-    ``where_possible``."""
-    asked = metric_names(metrics)
-    inputs = Inputs(hypotheses, references, sources, bleu_options or {}, meteor, aligner,
-                    symmetrizations, len(hypotheses) >= PROGRESS_MIN)
-    wanted = [metric for name, metric in METRICS.items() if name in asked]
-    unmet = {metric.name: metric.unmet(inputs) for metric in wanted}
-    problems = [why for why in unmet.values() if why]
-    if problems and not where_possible:
-        raise ValueError(problems[0])
-    return Scores({metric.name: metric.compute(inputs) for metric in wanted
-                   if not unmet[metric.name]})
+          bleu_options: Optional[dict] = None, setting: Optional[Setting] = None,
+          skip: Optional[Callable[[str], None]] = None) -> Scores:
+    """``metrics`` of ``hypotheses`` once, with a :class:`Scorer` of their own."""
+    with Scorer(metrics, setting, bleu_options, skip) as scorer:
+        return scorer.score(hypotheses, references, sources)

@@ -259,16 +259,20 @@ def test_drop_through_the_cli_equals_corpus_drop(aligned_corpus, symmetrize, cap
 
 
 @pytest.mark.parametrize("extra,message", [
-    ([], "DROP needs the sources (--src, or S lines) and --aligner MODEL_DIR"),
-    (["--aligner", "nowhere"], "nowhere: not an aligner model"),
+    (["--src", "{d}/test.src"], "DROP needs a word aligner: --aligner MODEL_DIR (train one "
+                                "with sparse-attn-align train)"),
+    (["--aligner", "{d}/aligner"], "DROP needs the sources (--src, or S lines)"),
+    (["--src", "{d}/test.src", "--aligner", "nowhere"],
+     "nowhere: not an aligner model (sparse-attn-align train --out)"),
 ])
 def test_drop_without_its_inputs_is_one_clear_line(aligned_corpus, extra, message, capsys):
     d = aligned_corpus
     with pytest.raises(SystemExit) as exit_info:
-        main(["--hyp", str(d / "test.hyp"), "--ref", str(d / "test.tgt"), "--src",
-              str(d / "test.src"), "--metrics", "drop", *extra])
+        main(["--hyp", str(d / "test.hyp"), "--ref", str(d / "test.tgt"), "--metrics", "drop",
+              *(arg.format(d=d) for arg in extra)])
     assert exit_info.value.code == 1
-    assert message in capsys.readouterr().err
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"sparse-attn-score: error: {message}"]
 
 
 
@@ -278,7 +282,7 @@ def test_large_inputs_show_progress_use_one_java_process_and_train_nothing(
     corpus, and the saved aligner is used as it is (no training)."""
     from thot.alignment import FastAlignModel
 
-    from sparse_attn_plugin.evaluation import cli
+    from sparse_attn_plugin.evaluation import meteor
 
     started = []
 
@@ -290,7 +294,7 @@ def test_large_inputs_show_progress_use_one_java_process_and_train_nothing(
     def no_training(*args, **kwargs):
         raise AssertionError("scoring must not train the aligner")
 
-    monkeypatch.setattr(cli, "Meteor", CountingMeteor)
+    monkeypatch.setattr(meteor, "Meteor", CountingMeteor)
     monkeypatch.setattr(scoring, "PROGRESS_MIN", 10)
     monkeypatch.setattr(FastAlignModel, "train", no_training)
     d = aligned_corpus

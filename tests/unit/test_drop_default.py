@@ -41,8 +41,9 @@ _SENTENCE_END = re.compile(r"(?<=[.;!?])\s+(?=[A-Z`*(\[])")
 def test_every_default_is_the_one_constant():
     assert DROP_SYMMETRIZATION == "forward" and PUBLISHED_SYMMETRIZATION == "grow-diag-final-and"
     assert inspect.signature(corpus_drop).parameters["symmetrize"].default == DROP_SYMMETRIZATION
-    assert inspect.signature(scoring.score).parameters["symmetrizations"].default == (
-        DROP_SYMMETRIZATION,)
+    assert scoring.METRICS["DROP"].defaults["symmetrize"] == DROP_SYMMETRIZATION
+    assert scoring.Setting().options_of(scoring.METRICS["DROP"])["symmetrize"] == \
+        DROP_SYMMETRIZATION
     assert cli.build_parser().parse_args([]).symmetrize == DROP_SYMMETRIZATION
 
 

@@ -89,7 +89,7 @@ def test_the_report_puts_the_pairing_beside_the_bleu_columns():
     paired.pair_with_first_rows([({}, rows)], decoded, OUTPUTS, lambda corpus: {})
     config = Config(name="paired", paper="a paper", smoke=RunSection(),
                     models={"base": [], "worse": []}, tables=())
-    table = _table(config, rows, decoded, {"base": {}, "worse": {}}, ["BLEU"], [], smoke=True)
+    table = _table(config, rows, decoded, {"base": {}, "worse": {}}, ["BLEU"], {}, smoke=True)
     header, _, first, second = table.strip().split("\n")
     assert header.endswith("| BLEU (ours, synthetic smoke) | BLEU (paper) | "
                            "BLEU - first row, 95% interval, p (ours, synthetic smoke) |")
@@ -98,5 +98,5 @@ def test_the_report_puts_the_pairing_beside_the_bleu_columns():
     assert second.endswith(f"| 30.00 | - | {record['difference']:+.2f} [{record['low']:+.2f}, "
                            f"{record['high']:+.2f}], p {record['p']:.3f} |")
     pooled = [row(0, "base", seed=1), row(0, "base", seed=2)]
-    assert "first row" not in _table(config, pooled, decoded, {"base": {}}, ["BLEU"], [],
+    assert "first row" not in _table(config, pooled, decoded, {"base": {}}, ["BLEU"], {},
                                      smoke=True)
