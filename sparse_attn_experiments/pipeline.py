@@ -127,36 +127,15 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
         stale.unlink()
     log = save_dir / "train.log"
     cmd = [*fairseq_command("fairseq-train"), *train_arguments(data, save_dir, flags, max_update)]
-    wps, epoch_wps, valid_loss = [], [], None
-    started, intervals = time.perf_counter(), []  # (seconds, updates) at each interval
-
-    def tell_speed() -> None:
-        (first_s, first_u), (last_s, last_u) = intervals[0], intervals[-1]
-        on_speed((last_u - first_u) / (last_s - first_s), statistics.median(wps))
-
     with open(log, "w" if fresh else "a") as out, \
             tqdm(total=max_update, desc=desc, unit="upd", leave=False) as bar:
+        seen = _TrainingLog(bar, on_speed)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env)
         try:  # a stopped caller stops its training too, rather than orphaning it
             for line in proc.stdout:
                 out.write(line)
-                match = _JSON_LOG.search(line)
-                if not match:
-                    continue
-                kind, record = match.group(1), json.loads(match.group(2))
-                if kind == "train_inner":
-                    wps.append(float(record["wps"]))
-                    bar.update(int(record["num_updates"]) - bar.n)
-                    intervals.append((time.perf_counter(), bar.n))
-                    if on_speed and len(intervals) > 1 \
-                            and intervals[-1][0] - started >= SPEED_PROBE_S:
-                        tell_speed()
-                        on_speed = None
-                elif kind == "valid":
-                    valid_loss = float(record["valid_loss"])
-                elif kind == "train":
-                    epoch_wps.append(float(record["train_wps"]))
+                seen.read(line)
         except BaseException:
             proc.kill()
             proc.wait()
@@ -167,15 +146,50 @@ def train(data: Path, save_dir: Path, flags: Sequence[str], max_update: int,
         _show_end(bar, updates, "failed" if code else ended(log, flags))
     if code != 0:
         _fail("fairseq-train", log)
-    if on_speed and len(intervals) > 1:
-        tell_speed()
-    if skip_first_interval and len(wps) > 1:
-        wps = wps[1:]
-    wps = wps or epoch_wps  # a run shorter than one logging interval
+    seen.tell_speed()
+    wps = seen.wps[1:] if skip_first_interval and len(seen.wps) > 1 else seen.wps
+    wps = wps or seen.epoch_wps  # a run shorter than one logging interval
     if not wps and fresh:
         raise RuntimeError(f"fairseq-train logged no training speed (full log: {log})")
     return TrainResult(save_dir / "checkpoint_last.pt", statistics.median(wps) if wps else None,
-                       valid_loss, updates, log, epochs)
+                       seen.valid_loss, updates, log, epochs)
+
+
+class _TrainingLog:
+    """What fairseq-train's JSON log lines say as they come: words/s of each logging
+    interval and of each epoch, the last validation loss, and ``(seconds, updates)`` at
+    each interval, moving ``bar``; ``on_speed`` is told once (:func:`train`)."""
+
+    def __init__(self, bar: tqdm, on_speed: Optional[Callable[[float, float], None]]):
+        self.bar, self.on_speed = bar, on_speed
+        self.wps: List[float] = []
+        self.epoch_wps: List[float] = []
+        self.valid_loss: Optional[float] = None
+        self.started, self.intervals = time.perf_counter(), []
+
+    def read(self, line: str) -> None:
+        match = _JSON_LOG.search(line)
+        if not match:
+            return
+        kind, record = match.group(1), json.loads(match.group(2))
+        if kind == "train_inner":
+            self.wps.append(float(record["wps"]))
+            self.bar.update(int(record["num_updates"]) - self.bar.n)
+            self.intervals.append((time.perf_counter(), self.bar.n))
+            if self.intervals[-1][0] - self.started >= SPEED_PROBE_S:
+                self.tell_speed()
+        elif kind == "valid":
+            self.valid_loss = float(record["valid_loss"])
+        elif kind == "train":
+            self.epoch_wps.append(float(record["train_wps"]))
+
+    def tell_speed(self) -> None:
+        """Tell ``on_speed`` the updates/s from the first interval on and the median
+        words/s, once, where two intervals have been logged."""
+        if self.on_speed and len(self.intervals) > 1:
+            (first_s, first_u), (last_s, last_u) = self.intervals[0], self.intervals[-1]
+            self.on_speed((last_u - first_u) / (last_s - first_s), statistics.median(self.wps))
+            self.on_speed = None
 
 
 def _show_end(bar: tqdm, updates: int, why: str) -> None:
