@@ -56,7 +56,8 @@ from sparse_attn_experiments.timing import (
     warmed_medians,
 )
 from sparse_attn_plugin import register
-from sparse_attn_plugin.files import markdown_table, write_text_atomic
+from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.normalizers import Softmax, Sparsemax
 from sparse_attn_plugin.normalizers.constrained import CSoftmax, CSparsemax
 

@@ -32,12 +32,9 @@ from sparse_attn_data import (
 )
 from sparse_attn_data.synthetic import write_corpus
 from sparse_attn_experiments.provenance import provenance_header
-from sparse_attn_plugin.files import (
-    markdown_table,
-    read_lines,
-    write_json_atomic,
-    write_text_atomic,
-)
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
+from sparse_attn_plugin.reading import read_lines
 
 # the archives the tests run the recipes on (tests/helpers/archives.py), here at full size
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))

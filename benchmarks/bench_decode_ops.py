@@ -26,7 +26,8 @@ from sparse_attn_data.synthetic import binarize, write_corpus
 from sparse_attn_experiments.provenance import git_commit, provenance_header
 from sparse_attn_experiments.timing import forced_steps, kernel_launches, prepare_for_inference
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.normalizers import CONSTRAINED, NAMES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

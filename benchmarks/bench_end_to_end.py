@@ -66,7 +66,8 @@ from sparse_attn_experiments.timing import (
     summary,
 )
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, IMPLS, NAMES
 from sparse_attn_plugin.normalizers.fused_triton import have_triton
 

@@ -27,7 +27,8 @@ from sparse_attn_experiments.provenance import describe_machine, git_commit, pro
 from sparse_attn_experiments.timing import add_timing_args, interleaved_samples, start_timing
 from sparse_attn_plugin import entmax_compat
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 
 #: The functions timed: entmax's public functions (not its modules), in its order.
 FUNCTIONS = tuple(name for name in entmax_compat.EQUIVALENTS if name[0].islower())

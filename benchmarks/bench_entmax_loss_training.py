@@ -25,7 +25,8 @@ from sparse_attn_experiments.comparison.models import ARCHITECTURES
 from sparse_attn_experiments.provenance import git_commit, provenance_header
 from sparse_attn_experiments.timing import interleaved_samples, paired_ratios, spread
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_training import in_process, train_step  # noqa: E402

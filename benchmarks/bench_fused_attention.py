@@ -32,7 +32,8 @@ from sparse_attn_experiments.timing import (
 )
 from sparse_attn_plugin import functional
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.normalizers.fused_attention import KINDS
 
 #: (name, batch, heads, queries, keys, head dim, forward + backward?): the IWSLT and WMT

@@ -25,7 +25,8 @@ from sparse_attn_plugin.evaluation.drop import (
     PUBLISHED_SYMMETRIZATION,
     corpus_drop,
 )
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 
 
 def delete_words(lines, fraction, seed=0):

@@ -48,7 +48,8 @@ from sparse_attn_experiments.timing import (
     start_timing,
     warmed_medians,
 )
-from sparse_attn_plugin.files import markdown_table, write_text_atomic
+from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.normalizers import (
     COMPILED,
     CONSTRAINED,

@@ -37,7 +37,8 @@ from sparse_attn_plugin.checkpoints import (
 )
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.errors import SettingsError
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.modules.output_normalizer import OutputEntmax
 
 #: (rows, vocabulary): a Multi30k-sized batch and a WMT-sized one.

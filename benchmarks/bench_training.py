@@ -28,7 +28,8 @@ from sparse_attn_experiments import pipeline
 from sparse_attn_experiments.comparison.models import ARCHITECTURES
 from sparse_attn_experiments.pipeline import device_flags
 from sparse_attn_experiments.provenance import provenance_header
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.normalizers import COMPILED, CONSTRAINED, NAMES
 
 TRAIN_FLAGS = ["--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "4096", "--seed", "1",

@@ -26,7 +26,8 @@ from sparse_attn_plugin.evaluation.aligner import (
     train_aligner,
 )
 from sparse_attn_plugin.evaluation.drop import corpus_drop
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 
 
 def delete_reference_words(refs, golds, fraction, seed=0):

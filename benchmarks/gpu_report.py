@@ -224,7 +224,7 @@ def tests_cell(tests: Optional[dict]) -> str:
 
 
 def render(report: dict) -> str:
-    from sparse_attn_plugin.files import markdown_table
+    from sparse_attn_plugin.markdown import markdown_table
 
     env = report["environment"]
     lines = ["# GPU report" + (" (CPU rehearsal)" if env["rehearsal"] else ""), "",

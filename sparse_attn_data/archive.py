@@ -15,7 +15,8 @@ import zlib
 from pathlib import Path
 from typing import Dict, List
 
-from sparse_attn_plugin.files import atomic_outputs, read_lines
+from sparse_attn_plugin.files import atomic_outputs
+from sparse_attn_plugin.reading import read_lines
 
 from .steps import PrepError
 

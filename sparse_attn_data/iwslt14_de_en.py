@@ -11,7 +11,7 @@ import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra st
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from sparse_attn_plugin.files import read_lines
+from sparse_attn_plugin.reading import read_lines
 
 from .archive import extract
 from .download import Source

@@ -10,7 +10,7 @@ import sparse_attn_plugin.extras_check  # noqa: F401  (first: a missing extra st
 from pathlib import Path
 from typing import Dict
 
-from sparse_attn_plugin.files import read_lines
+from sparse_attn_plugin.reading import read_lines
 
 from .download import Source
 from .recipe import Parts, Recipe, main

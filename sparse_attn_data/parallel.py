@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import InputError, read_lines
+from sparse_attn_plugin.reading import InputError, read_lines
 
 from . import text
 from .download import checksum_of

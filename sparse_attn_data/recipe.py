@@ -28,12 +28,12 @@ from sparse_attn_plugin.evaluation.fertilities import (
 from sparse_attn_plugin.files import (
     atomic_outputs,
     atomic_path,
-    read_lines,
     remove_leftovers,
     remove_leftovers_of,
     write_lines,
     write_text_atomic,
 )
+from sparse_attn_plugin.reading import read_lines
 
 from . import subwords, text
 from .binarize import fairseq_preprocess

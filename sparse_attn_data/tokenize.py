@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Dict, List
 
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import InputError, decode_lines, read_lines, write_lines
+from sparse_attn_plugin.files import write_lines
+from sparse_attn_plugin.reading import InputError, decode_lines, read_lines
 
 from . import recipe as recipes
 from .recipe import Recipe

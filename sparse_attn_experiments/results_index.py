@@ -22,7 +22,8 @@ from typing import Dict, List, Optional
 
 from sparse_attn_plugin.command_line import CommandParser
 from sparse_attn_plugin.evaluation.scoring import beside_bleu
-from sparse_attn_plugin.files import markdown_table, write_text_atomic
+from sparse_attn_plugin.files import write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 
 from .comparison.published import published_rows
 from .comparison.report import score_cell, score_columns, stopped_cell

@@ -20,7 +20,8 @@ from typing import Dict, List, Optional
 import torch
 
 from sparse_attn_plugin.command_line import CommandParser
-from sparse_attn_plugin.files import markdown_table, write_json_atomic, write_text_atomic
+from sparse_attn_plugin.files import write_json_atomic, write_text_atomic
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.normalizers import CONSTRAINED, build_normalizer
 
 from .provenance import provenance_header

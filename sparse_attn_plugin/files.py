@@ -1,5 +1,5 @@
-"""Files the project reads and writes, one implementation each: text read line by line as
-fairseq, sacreBLEU and Moses read it, and every output written all-or-nothing.
+"""Every output the project writes, written all-or-nothing (text read line by line:
+:mod:`.reading`).
 
 An output is written under a temporary name beside its destination
 (``NAME.tmp-PID``) and renamed into place only when complete (a rename within a folder
@@ -19,10 +19,6 @@ from .errors import SparseAttnError
 #: Marks the temporary names (``train.de.tmp-1234``: the writing process's id), so that
 #: the leftovers of a killed run can be found and removed.
 TMP_MARK = ".tmp-"
-
-
-class InputError(SparseAttnError, ValueError):
-    """A text file that cannot be read; the message is one line naming it."""
 
 
 class OutputError(SparseAttnError, OSError):
@@ -177,57 +173,3 @@ def write_lines(path, lines: Iterable[str]) -> Path:
             for line in lines:
                 out.write(line + "\n")
     return Path(path)
-
-
-def split_lines(text: str) -> List[str]:
-    r"""``text`` cut at its newlines (``\n``, or ``\r\n``) only, as Moses' scripts, fairseq
-    and sacreBLEU read a file: ``str.splitlines`` would also cut at U+2028, U+0085, form
-    feeds and ``\x1c``-``\x1e``, which real corpora hold inside sentences, and misalign
-    every line after them."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
-def read_lines(path, nonempty: bool = False, blank: bool = False) -> List[str]:
-    """The lines of a UTF-8 text file without their newlines (:func:`split_lines`; a
-    leading byte-order mark is not text and is dropped: Stanford's IWSLT15 tst2013 files
-    start with one). :class:`InputError` naming the file when it is missing, unreadable
-    or not UTF-8 (with the line), or, with ``nonempty``, holds no line or (unless
-    ``blank``: translations may be empty) only blank ones."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror})") from None
-    return decode_lines(data, str(path), nonempty, blank)
-
-
-def decode_lines(data: bytes, name: str, nonempty: bool = False,
-                 blank: bool = False) -> List[str]:
-    """The lines of UTF-8 ``data`` read from ``name`` (a file, or ``<stdin>``) as
-    :func:`read_lines` reads a file's; :class:`InputError` naming it and the line that is
-    not UTF-8, or, with ``nonempty``, saying it holds no line or (unless ``blank``) only
-    blank ones."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = err.object.count(b"\n", 0, err.start) + 1
-        raise InputError(f"{name}: line {line} is not UTF-8 ({err.reason})") from None
-    lines = split_lines(text)
-    if nonempty and not lines:
-        raise InputError(f"{name}: file is empty")
-    if nonempty and not blank and not text.strip():
-        raise InputError(f"{name}: holds only blank lines ({len(lines)})")
-    return lines
-
-
-def markdown_table(header: Sequence, rows: Iterable[Sequence]) -> str:
-    """A Markdown table of ``header`` and ``rows`` (each cell as ``str`` gives it), for the
-    result files the commands write."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"

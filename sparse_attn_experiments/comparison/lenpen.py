@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 from sparse_attn_plugin.evaluation import read_generate_output, scoring
 from sparse_attn_plugin.evaluation.significance import paired_bootstrap
-from sparse_attn_plugin.files import read_lines
+from sparse_attn_plugin.reading import read_lines
 
 from .corpus import Corpus
 from .paired import still_matches, stopped_apart, untested

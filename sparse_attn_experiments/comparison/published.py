@@ -5,7 +5,7 @@ DROP with the symmetrisation it was measured with, which is not ours."""
 from typing import Dict, List, Tuple
 
 from sparse_attn_plugin.evaluation.drop import DROP_SYMMETRIZATION, PUBLISHED_SYMMETRIZATION
-from sparse_attn_plugin.files import markdown_table
+from sparse_attn_plugin.markdown import markdown_table
 
 #: The column of a published DROP: Malaviya et al. (2018) symmetrised with
 #: grow-diag-final-and.

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from sparse_attn_plugin.evaluation import brevity_penalty
 from sparse_attn_plugin.evaluation.scoring import METRICS, Metric, beside_bleu
 from sparse_attn_plugin.evaluation.significance import describe
-from sparse_attn_plugin.files import markdown_table
+from sparse_attn_plugin.markdown import markdown_table
 from sparse_attn_plugin.sites import SITES
 
 from ..pipeline import STOPPED

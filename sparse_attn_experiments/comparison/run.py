@@ -22,7 +22,8 @@ from typing import List, Optional, Sequence, Tuple
 
 from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output, scoring
 from sparse_attn_plugin.evaluation.scoring import Scorer
-from sparse_attn_plugin.files import read_lines, write_json_atomic
+from sparse_attn_plugin.files import write_json_atomic
+from sparse_attn_plugin.reading import read_lines
 from sparse_attn_plugin.sites import SITES
 
 from .. import pipeline

@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Sequence
 
 from sparse_attn_plugin.evaluation import read_generate_output, scoring
 from sparse_attn_plugin.evaluation.significance import paired_bootstrap
-from sparse_attn_plugin.files import read_lines
 from sparse_attn_plugin.normalizer_registry import names
+from sparse_attn_plugin.reading import read_lines
 from sparse_attn_plugin.sites import SITES
 
 from .corpus import Corpus

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from sparse_attn_plugin.evaluation import read_generate_output
-from sparse_attn_plugin.files import read_lines, write_lines
+from sparse_attn_plugin.files import write_lines
+from sparse_attn_plugin.reading import read_lines
 
 #: The report's subfolder that holds them.
 FOLDER = "translations"

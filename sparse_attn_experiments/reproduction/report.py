@@ -8,7 +8,7 @@ from typing import Dict, List, Tuple
 
 from sparse_attn_plugin.evaluation.metric import Report
 from sparse_attn_plugin.evaluation.significance import RESAMPLES
-from sparse_attn_plugin.files import markdown_table
+from sparse_attn_plugin.markdown import markdown_table
 
 from ..provenance import provenance_header
 from .config import PAPER_KEY, SCORES, Config, Table, metrics_of

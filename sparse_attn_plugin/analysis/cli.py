@@ -26,7 +26,8 @@ from ..checkpoints import (
     updates_of,
 )
 from ..command_line import CommandParser
-from ..files import markdown_table, write_text_atomic
+from ..files import write_text_atomic
+from ..markdown import markdown_table
 from ..normalizers import EntmaxAlpha
 from ..sites import SITES
 from . import plots

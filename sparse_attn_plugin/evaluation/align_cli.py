@@ -17,7 +17,8 @@ import warnings
 from pathlib import Path
 
 from ..command_line import CommandParser
-from ..files import InputError, atomic_outputs, check_outputs, read_lines, write_text_atomic
+from ..files import atomic_outputs, check_outputs, write_text_atomic
+from ..reading import InputError, read_lines
 from .aligner import (
     ALIGN_SYMMETRIZATION,
     FERTILITY_SYMMETRIZATION,

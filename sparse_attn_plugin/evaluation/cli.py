@@ -20,7 +20,8 @@ from typing import List, NamedTuple, Optional
 from sacrebleu.metrics import BLEU
 
 from ..command_line import CommandParser
-from ..files import InputError, check_outputs, read_lines, write_texts_atomic
+from ..files import check_outputs, write_texts_atomic
+from ..reading import InputError, read_lines
 from .aligner import MANIFEST, Aligner
 from .generate_output import GenerateOutput, read_generate_output, unknown_words
 from .metric import Setting

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..files import InputError
+from ..reading import InputError
 
 #: How fairseq writes an out-of-vocabulary word in T- lines (``escape_unk``): the
 #: reference word itself is lost.

@@ -2,7 +2,7 @@
 
 from typing import Optional
 
-from ..files import InputError
+from ..reading import InputError
 
 
 def remove_bpe(line: str, scheme: Optional[str]) -> str:

@@ -19,7 +19,7 @@ from sparse_attn_experiments.comparison.corpus import (
 from sparse_attn_experiments.comparison.translations import generate_log
 from sparse_attn_plugin.evaluation import Meteor, read_generate_output
 from sparse_attn_plugin.evaluation.aligner import train_aligner
-from sparse_attn_plugin.files import read_lines
+from sparse_attn_plugin.reading import read_lines
 
 from helpers import REPO, fairseq_env
 from helpers.metrics import rescored, sacrebleu_bleu
@@ -218,7 +218,7 @@ def test_decode_with_decodes_every_row_with_one_normaliser_against_its_own(tmp_p
     reuses it) and left out of a run without the flag."""
     from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output
     from sparse_attn_plugin.evaluation.significance import paired_bootstrap
-    from sparse_attn_plugin.files import read_lines
+    from sparse_attn_plugin.reading import read_lines
 
     out, work = tmp_path / "out", tmp_path / "work"
     argv = [*TINY, "--rows", "softmax,hard,kernel_rbf", "--work-dir", str(work),
@@ -288,7 +288,7 @@ def test_tune_lenpen_translates_every_row_at_its_best_penalty_on_valid(tmp_path)
     later run reuses it), left out without the flag, and refused where not numbers."""
     from sparse_attn_plugin.evaluation import corpus_bleu, read_generate_output
     from sparse_attn_plugin.evaluation.significance import paired_bootstrap
-    from sparse_attn_plugin.files import read_lines
+    from sparse_attn_plugin.reading import read_lines
 
     out, work = tmp_path / "out", tmp_path / "work"
     argv = [*TINY, "--rows", "softmax,entmax15", "--work-dir", str(work),

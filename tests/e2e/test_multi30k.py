@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from sparse_attn_plugin.files import read_lines, write_lines
+from sparse_attn_plugin.files import write_lines
+from sparse_attn_plugin.reading import read_lines
 
 from helpers import REALDATA, REPO, needs_realdata
 from helpers.corpora import assert_same_lines, load_split, read_gz

@@ -21,7 +21,8 @@ from sparse_attn_data import (
     wmt14_en_de,
     wmt16_ro_en,
 )
-from sparse_attn_plugin.files import read_lines, write_lines
+from sparse_attn_plugin.files import write_lines
+from sparse_attn_plugin.reading import read_lines
 
 from helpers import BIN, REALDATA, REPO, archives, needs_realdata
 from helpers.corpora import assert_same_lines, load_split, read_gz

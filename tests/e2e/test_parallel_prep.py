@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sparse_attn_data.download import checksum_of
-from sparse_attn_plugin.files import read_lines
+from sparse_attn_plugin.reading import read_lines
 
 from helpers import REALDATA, REPO, needs_realdata
 from helpers.corpora import load_split

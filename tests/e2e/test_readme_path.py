@@ -16,7 +16,7 @@ import torch
 
 from sparse_attn_plugin.evaluation import read_generate_output
 from sparse_attn_plugin.evaluation.text import remove_bpe
-from sparse_attn_plugin.files import read_lines
+from sparse_attn_plugin.reading import read_lines
 
 from helpers import REPO, archives, fairseq_env
 from helpers.corpora import load_split

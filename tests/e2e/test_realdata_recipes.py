@@ -12,7 +12,7 @@ from xml.sax.saxutils import unescape
 import pytest
 
 from sparse_attn_data import iwslt14_de_en, recipe, text, wmt14_en_de, wmt16_ro_en
-from sparse_attn_plugin import files
+from sparse_attn_plugin import reading
 
 from helpers import REALDATA, needs_realdata
 
@@ -37,7 +37,7 @@ def release_segments(path):
 
 def read_release(paths):
     """The sides of a release pair as the recipes read them: :func:`text.segments`."""
-    return [text.segments(files.read_lines(path)) for path in paths]
+    return [text.segments(reading.read_lines(path)) for path in paths]
 
 
 def assert_as_released(paths, sides, count):
@@ -85,7 +85,7 @@ def test_iwslt15_tst2013_first_and_last_segments(iwslt15):
 @pytest.mark.parametrize("lang", ["en", "vi"])
 def test_read_lines_takes_stanfords_tst2013_as_the_iwslt15_recipe_does(lang):
     """The file starts with a byte-order mark and has no final newline."""
-    lines = files.read_lines(IWSLT15 / "stanford" / f"tst2013.{lang}")
+    lines = reading.read_lines(IWSLT15 / "stanford" / f"tst2013.{lang}")
     assert len(lines) == 1268
     assert lines[0].startswith({"en": "When I was little ,", "vi": "Khi tôi còn nhỏ ,"}[lang])
     assert lines[-1] == {"en": "Thank you very much .", "vi": "Cảm ơn rất nhiều ."}[lang]
@@ -103,7 +103,7 @@ def test_stanford_release_is_the_xml_moses_tokenised(iwslt15, name, lang):
     but one Vietnamese line. Today's script gives 7 more differences: it splits the
     period off a line's last ``U.S.``, ``a.m.``, ``V.``, which the 2017 one kept."""
     got = text.moses_tokenize(iwslt15[name][("en", "vi").index(lang)], lang, moses="2017")
-    stanford = files.read_lines(IWSLT15 / "stanford" / f"{name}.{lang}")
+    stanford = reading.read_lines(IWSLT15 / "stanford" / f"{name}.{lang}")
     assert len(got) == len(stanford) == IWSLT15_SETS[name]
     differ = [i + 1 for i, (g, s) in enumerate(zip(got, stanford)) if g != s]
     assert differ == STANFORD_OWN.get((name, lang), [])
@@ -126,7 +126,7 @@ def test_iwslt14_test_set_is_fairseqs_five_sets_in_order():
     for lang, lines in zip(("de", "en"), sides):
         start = 0
         for name, count in IWSLT14_SETS.items():
-            fairseq = files.read_lines(tmp / f"{name}.de-en.{lang}")
+            fairseq = reading.read_lines(tmp / f"{name}.de-en.{lang}")
             assert len(fairseq) == count, name
             ends = [lines[start], lines[start + count - 1]]
             assert recipe.normalize(iwslt14_de_en.RECIPE, ends, lang) == \
@@ -139,7 +139,7 @@ def through_text_stage(corpus, names):
     file's suffix."""
     out = {}
     for name in names:
-        lines = files.read_lines(REALDATA / name)
+        lines = reading.read_lines(REALDATA / name)
         out[name] = (lines, recipe.normalize(corpus.RECIPE, lines, name.rsplit(".", 1)[1]))
     return out
 

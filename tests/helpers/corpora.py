@@ -4,7 +4,7 @@ first differing line."""
 
 import gzip
 
-from sparse_attn_plugin import files
+from sparse_attn_plugin import reading
 
 
 def load_split(dest, split, src, tgt):
@@ -30,4 +30,4 @@ def assert_same_lines(got, want, what):
 def read_gz(path):
     """The lines of one of Multi30k's published ``.gz`` files."""
     with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-        return files.split_lines(f.read())
+        return reading.split_lines(f.read())

@@ -116,7 +116,7 @@ def assert_decodings_score_their_outputs(decoded: dict, outputs, **options) -> N
 def read_outputs(logs):
     """The ``GenerateOutput`` of each fairseq-generate log in ``logs``."""
     from sparse_attn_plugin.evaluation import read_generate_output
-    from sparse_attn_plugin.files import read_lines
+    from sparse_attn_plugin.reading import read_lines
 
     return [read_generate_output(read_lines(log)) for log in logs]
 

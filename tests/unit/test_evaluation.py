@@ -9,7 +9,7 @@ import pytest
 
 from sparse_attn_plugin.evaluation import brevity_penalty, corpus_bleu, read_generate_output
 from sparse_attn_plugin.evaluation.bleu import split_hyphenated_compounds
-from sparse_attn_plugin.files import InputError
+from sparse_attn_plugin.reading import InputError
 
 GENERATE_OUTPUT = """\
 S-1\tdie katze

@@ -39,7 +39,7 @@ LIBRARY_MAY_IMPORT = ("sparse_attn_plugin.normalizers", "sparse_attn_plugin.erro
 #: The plugin's folders and top-level modules, lowest first: each imports only from its own
 #: layer and those below (what criteria, tasks and models share lies under all three).
 PLUGIN_LAYERS = (
-    ("errors", "files", "command_line", "extras", "extras_check", "sites",
+    ("errors", "files", "reading", "markdown", "command_line", "extras", "extras_check", "sites",
      "normalizer_options", "normalizer_registry", "checkpoint_globals"),     # the ground
     ("normalizers", "functional", "losses", "entmax_compat"),  # the library
     ("site_normalizers", "modules", "search"),                 # what models are made of

@@ -8,7 +8,7 @@ files), and the rules that real data does not reach against outputs of the scrip
 import pytest
 
 from sparse_attn_data import iwslt14_de_en, multi30k_de_en, recipe, subwords, text
-from sparse_attn_plugin import files
+from sparse_attn_plugin import reading
 
 from helpers import REALDATA, needs_realdata
 from helpers.corpora import assert_same_lines, read_gz
@@ -31,7 +31,7 @@ def iwslt14_test():
 def test_iwslt14_test_set_is_fairseqs_line_for_line(iwslt14_test, lang):
     """fairseq's ``prepare-iwslt14.sh``: tokenizer.perl, then lowercase.perl (``u.s.a .``
     with the line's last period split off; U+200C kept as a token)."""
-    assert_same_lines(iwslt14_test[lang], files.read_lines(FAIRSEQ / "tmp" / f"test.{lang}"),
+    assert_same_lines(iwslt14_test[lang], reading.read_lines(FAIRSEQ / "tmp" / f"test.{lang}"),
                       f"tmp/test.{lang}")
 
 
@@ -39,7 +39,7 @@ def test_iwslt14_test_set_is_fairseqs_line_for_line(iwslt14_test, lang):
 @pytest.mark.parametrize("lang", ["de", "en"])
 def test_iwslt14_test_set_after_fairseqs_bpe_codes(iwslt14_test, lang):
     got = subwords.apply("subword_nmt", FAIRSEQ / "code", iwslt14_test[lang])
-    assert_same_lines(got, files.read_lines(FAIRSEQ / f"test.{lang}"), f"test.{lang}")
+    assert_same_lines(got, reading.read_lines(FAIRSEQ / f"test.{lang}"), f"test.{lang}")
 
 
 MULTI30K_SPLITS = ["train", "val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
@@ -55,7 +55,7 @@ def test_multi30k_tokenised_files_line_for_line(split, lang):
     period moved behind the closing quote, a lone ``’`` made ``"``)."""
     raw = read_gz(MULTI30K / "raw" / f"{split}.{lang}.gz")
     got = recipe.normalize(multi30k_de_en.RECIPE, raw, lang)
-    assert_same_lines(got, files.read_lines(MULTI30K / "tok" / f"{split}.lc.norm.tok.{lang}"),
+    assert_same_lines(got, reading.read_lines(MULTI30K / "tok" / f"{split}.lc.norm.tok.{lang}"),
                       f"multi30k/tok/{split}.{lang}")
 
 

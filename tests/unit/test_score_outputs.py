@@ -6,13 +6,8 @@ import re
 
 import pytest
 
-from sparse_attn_plugin.files import (
-    OutputError,
-    atomic_path,
-    check_outputs,
-    read_lines,
-    write_texts_atomic,
-)
+from sparse_attn_plugin.files import OutputError, atomic_path, check_outputs, write_texts_atomic
+from sparse_attn_plugin.reading import read_lines
 
 
 def test_outputs_that_are_fine_pass(tmp_path):
