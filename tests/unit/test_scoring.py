@@ -124,3 +124,26 @@ def test_a_missing_resource_stops_scoring_or_is_skipped_and_said_once(monkeypatc
     assert said == ["COUNTED skipped: no counter here"] and log == []
     assert all(s.counted is None and s.bleu is not None for s in scores)
     assert scores[0].record()["bleu"] == scores[1].record()["bleu"]
+
+
+def test_no_driver_names_a_metric_that_needs_a_resource():
+    """Such a metric is named (a string equal to its name) only in its own module; the
+    drivers reach it through the table. The published figures' tables quote the papers'
+    column headers."""
+    import ast
+
+    from helpers import REPO
+
+    needing = {name for name, metric in scoring.METRICS.items() if metric.resource}
+    allowed = {f"{metric.compute.__module__.replace('.', '/')}.py"
+               for metric in scoring.METRICS.values() if metric.resource}
+    allowed.add("sparse_attn_experiments/comparison/published.py")
+    named = []
+    for package in ("sparse_attn_plugin", "sparse_attn_experiments", "sparse_attn_data"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            where = str(path.relative_to(REPO))
+            named += [f"{where}:{node.lineno} {node.value!r}"
+                      for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.Constant) and node.value in needing
+                      and where not in allowed]
+    assert needing == {"METEOR", "DROP"} and named == []
