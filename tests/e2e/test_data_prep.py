@@ -24,7 +24,7 @@ from sparse_attn_data import (
     wmt14_en_de,
     wmt16_ro_en,
 )
-from sparse_attn_plugin import files
+from sparse_attn_plugin import files, reading
 
 from helpers import REALDATA, archives, load_benchmark, needs_realdata
 from helpers.corpora import load_split
@@ -56,10 +56,10 @@ def test_atomic_outputs_leave_nothing_behind_when_a_step_fails(tmp_path):
 def test_read_lines_drops_a_byte_order_mark_and_needs_no_final_newline(tmp_path):
     path = tmp_path / "bom.txt"
     path.write_bytes("\ufeffWhen I was little .\nThank you .".encode("utf-8"))
-    assert files.read_lines(path) == ["When I was little .", "Thank you ."]
+    assert reading.read_lines(path) == ["When I was little .", "Thank you ."]
     # only newlines end a line: U+2028, U+0085 and form feeds are inside sentences
     path.write_bytes("a\u2028b\x85c\x0cd\r\n\ne".encode("utf-8"))
-    assert files.read_lines(path) == ["a\u2028b\x85c\x0cd", "", "e"]
+    assert reading.read_lines(path) == ["a\u2028b\x85c\x0cd", "", "e"]
 
 
 def test_learning_bpe_draws_no_progress_bar_into_a_log(tmp_path, capfd):
@@ -68,7 +68,7 @@ def test_learning_bpe_draws_no_progress_bar_into_a_log(tmp_path, capfd):
     own_bar = learn_bpe.tqdm
     lines = ["der hund bellt laut", "die katze schläft", "der hund schläft"] * 20
     subwords.learn("subword_nmt", [lines], 12, tmp_path / "bpe.codes")
-    codes = files.read_lines(tmp_path / "bpe.codes")
+    codes = reading.read_lines(tmp_path / "bpe.codes")
     assert codes[0].startswith("#version") and len(codes) == 13
     assert capfd.readouterr().err == ""  # stderr is a pipe here, as in a log file
     assert learn_bpe.tqdm is own_bar
@@ -206,11 +206,11 @@ def test_iwslt14_runs_offline_end_to_end(tmp_path, capsys):
     # every 23rd held out for validation; 5 test sets of 4
     assert prepared["sentences"] == {"train": 64, "valid": 2, "test": 20}
     tok = tmp_path / "work" / "iwslt14_de_en" / "tok"
-    train_de = files.read_lines(tok / "train.de")
+    train_de = reading.read_lines(tok / "train.de")
     assert "katze" in " ".join(train_de) and "Katze" not in " ".join(train_de)  # lowercased
     assert any(line.endswith(" .") or line.endswith(" !") for line in train_de)  # tokenised
     assert "talk 0 titel" in train_de and not any("<" in line for line in train_de)
-    test_de = files.read_lines(tok / "test.de")
+    test_de = reading.read_lines(tok / "test.de")
     assert len(test_de) == 20 and "\u2019" not in " ".join(test_de)  # apostrophes made ASCII
     assert test_de[0].startswith(made["tests"]["IWSLT14.TED.dev2010"][0][0].split()[0].lower())
     src, tgt = load_split(dest, "train", "de", "en")
@@ -218,7 +218,7 @@ def test_iwslt14_runs_offline_end_to_end(tmp_path, capsys):
     separate = (dest / "dict.de.txt").read_text() != (dest / "dict.en.txt").read_text()
     assert separate and (dest / "bpe.codes").is_file()  # fairseq's recipe: one per language
     for split in ("train", "valid"):
-        fert = files.read_lines(dest / f"{split}.de-en.fert")
+        fert = reading.read_lines(dest / f"{split}.de-en.fert")
         lengths = [len(line.split()) for line in load_split(dest, split, "de", "en")[0]]
         assert [len(line.split()) for line in fert] == lengths
     assert (dest / "guided.tsv").read_text().strip()
@@ -281,7 +281,7 @@ def test_iwslt15_is_used_as_published_words_and_all(tmp_path):
     assert prepared["settings"]["subwords"] == "none"
     final = tmp_path / "work" / "iwslt15_en_vi" / "subword"
     for k, lang in enumerate(("en", "vi")):  # what fairseq-preprocess read: untouched
-        assert files.read_lines(final / f"test.{lang}") == [p[k] for p in made["tst2013"]]
+        assert reading.read_lines(final / f"test.{lang}") == [p[k] for p in made["tst2013"]]
     assert len(load_split(dest, "test", "en", "vi")[0]) == 6
 
 
@@ -293,7 +293,7 @@ def test_kftt_reads_the_tokenised_release(tmp_path):
     src, tgt = load_split(dest, "valid", "ja", "en")
     words = [line.replace("@@ ", "").removesuffix(" <SINK>") for line in src]
     assert words == [p[0] for p in made["kyoto-dev"]]  # the tok/ files, not orig/
-    for line, target, fert in zip(src, tgt, files.read_lines(dest / "valid.ja-en.fert")):
+    for line, target, fert in zip(src, tgt, reading.read_lines(dest / "valid.ja-en.fert")):
         counts = [int(c) for c in fert.split()]
         assert len(counts) == len(line.split())  # one per token, the sink's last
         assert sum(counts) == len(target.split())  # every target token counted once
@@ -306,9 +306,9 @@ def test_wmt14_joins_three_corpora_and_reads_the_sgm_test_set(tmp_path):
     assert counts == {"train": 20 + 16 + 10, "valid": 6, "test": 7}
     tok = tmp_path / "work" / "wmt14_en_de" / "tok"
     assert "well @-@ known" in (tok / "train.en").read_text()  # tokenizer.perl -a
-    test_en = files.read_lines(tok / "test.en")
+    test_en = reading.read_lines(tok / "test.en")
     assert test_en[0].split()[0] == parts["test"][0][0].split()[0]  # cased, from the sgm
-    assert len(files.read_lines(tok / "test.de")) == 7
+    assert len(reading.read_lines(tok / "test.de")) == 7
 
 
 REAL_WMT14 = (REALDATA
@@ -320,7 +320,7 @@ def test_wmt14_validates_on_the_real_newstest2012_and_2013_as_xu_et_al(tmp_path)
     """Xu et al. (2021), section 4.1: validation on newstest2012 + newstest2013, training
     sentences of at most 256 subwords (here 16, on the fixture's training text)."""
     archives.wmt14_archives(tmp_path / "raw")
-    real = {f"{name}.{lang}": files.read_lines(REAL_WMT14 / f"{name}.{lang}")
+    real = {f"{name}.{lang}": reading.read_lines(REAL_WMT14 / f"{name}.{lang}")
             for name in ("newstest2012", "newstest2013") for lang in ("en", "de")}
     archives.tar_gz(tmp_path / "raw" / "dev.tgz", {
         f"dev/{name}": (REAL_WMT14 / name).read_text(encoding="utf-8") for name in real})
@@ -332,11 +332,11 @@ def test_wmt14_validates_on_the_real_newstest2012_and_2013_as_xu_et_al(tmp_path)
     assert prepared["settings"]["valid"] == "newstest2012+newstest2013"
     work = tmp_path / "work" / "wmt14_en_de"
     for lang in ("en", "de"):  # every line kept, in order, through every stage
-        assert files.read_lines(work / "raw" / f"valid.{lang}") == \
+        assert reading.read_lines(work / "raw" / f"valid.{lang}") == \
             real[f"newstest2012.{lang}"] + real[f"newstest2013.{lang}"]
         for stage in ("tok", "subword"):
-            assert len(files.read_lines(work / stage / f"valid.{lang}")) == 6003
-    train = [files.read_lines(work / "subword" / f"train.{lang}") for lang in ("en", "de")]
+            assert len(reading.read_lines(work / stage / f"valid.{lang}")) == 6003
+    train = [reading.read_lines(work / "subword" / f"train.{lang}") for lang in ("en", "de")]
     assert 0 < len(train[0]) < 20 + 16 + 10
     assert max(len(line.split()) for side in train for line in side) <= 16
 
