@@ -25,7 +25,7 @@ class Setting:
         return {**metric.defaults, **self.options.get(metric.key, {})}
 
 
-def _nothing(_) -> None:
+def _none(*_) -> None:
     return None
 
 
@@ -37,8 +37,8 @@ class Resource:
     cheap enough to run before any work; ``close(resource)``: what ends it."""
 
     make: Callable[[Setting, dict], Any]
-    check: Callable[[Setting, dict], Optional[str]] = lambda setting, options: None
-    close: Callable[[Any], None] = _nothing
+    check: Callable[[Setting, dict], Optional[str]] = _none
+    close: Callable[[Any], None] = _none
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,6 @@ class Report:
     options: dict
     by_corpus: Callable[[Callable[[dict], str]], str]
     aligners: List[str]
-
-
-def _none(*_) -> None:
-    return None
 
 
 def _no_columns(options: dict) -> List[Tuple[str, Callable[[dict], float]]]:
@@ -107,7 +103,7 @@ class Metric:
     details: Callable[[Any], dict] = lambda result: {}
     fields: Callable[[Any], dict] = lambda result: {}
     sentences: Optional[Callable[[Any], list]] = None
-    unmet: Callable[[Inputs], Optional[str]] = lambda inputs: None
+    unmet: Callable[[Inputs], Optional[str]] = _none
     with_bleu: bool = False
     resource: Optional[Resource] = None
     needs_sources: bool = False

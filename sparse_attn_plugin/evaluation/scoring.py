@@ -159,16 +159,20 @@ class Scorer:
         """The scorer's metrics (or those of them named in ``metrics``) of ``hypotheses``
         against one reference each, for ``sources``; progress bars from
         :data:`PROGRESS_MIN` sentences."""
-        wanted = [m for m in self.metrics if metrics is None or m.name in metric_names(metrics)]
+        asked = None if metrics is None else metric_names(metrics)
         inputs = Inputs(hypotheses, references, sources, self.bleu_options,
                         len(hypotheses) >= PROGRESS_MIN)
         results = {}
-        for metric in wanted:
+        for metric in self.metrics:
+            if asked is not None and metric.name not in asked:
+                continue
             why = metric.unmet(inputs)
-            if why is not None and self.skip is None:
-                raise ValueError(why)
-            resource = None if why else self._resource(metric)
-            if why is None and (metric.resource is None or resource is not None):
+            if why is not None:
+                if self.skip is None:
+                    raise ValueError(why)
+                continue
+            resource = self._resource(metric)
+            if metric.resource is None or resource is not None:  # else skipped, said once
                 results[metric.name] = metric.compute(replace(
                     inputs, resource=resource, options=self.setting.options_of(metric)))
         return Scores(results)
